@@ -1,0 +1,42 @@
+# Sourced by spark-submit.sh and tests/run.sh: make sure .venv exists and matches pyproject.toml.
+# Installs on first use (and again whenever pyproject.toml changes); a no-op afterwards.
+# Needs only python3 (>= 3.10) on PATH. Set KAFKALOG_PYTHON to pick another interpreter.
+
+kafkalog_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+kafkalog_venv="${KAFKALOG_VENV:-$kafkalog_root/.venv}"
+
+kafkalog_ensure_venv() {
+  local py="${KAFKALOG_PYTHON:-python3}"
+  if ! command -v "$py" >/dev/null 2>&1; then
+    echo "kafkalog: $py not found; install Python 3.10+ first" >&2
+    return 1
+  fi
+  local stamp="$kafkalog_venv/.kafkalog-installed"
+  local want
+  want="$(sha256sum "$kafkalog_root/pyproject.toml" | cut -c1-16)"
+  if [ -x "$kafkalog_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  echo "kafkalog: setting up $kafkalog_venv (first use; takes a few minutes)..." >&2
+  if [ ! -x "$kafkalog_venv/bin/python" ]; then
+    "$py" -m venv "$kafkalog_venv" || return 1
+  fi
+  "$kafkalog_venv/bin/python" -m pip install -q --upgrade pip >&2 || return 1
+  "$kafkalog_venv/bin/python" -m pip install -q -e "$kafkalog_root[test]" >&2 || return 1
+  echo "$want" >"$stamp"
+}
+
+kafkalog_check_java() {
+  if ! command -v java >/dev/null 2>&1; then
+    echo "kafkalog: Java 17+ is required for Spark, but 'java' is not on PATH (install openjdk-17-jre-headless)" >&2
+    return 1
+  fi
+  local version major
+  version="$(java -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  major="${version%%.*}"
+  if [ "$major" = "1" ]; then major="$(echo "$version" | cut -d. -f2)"; fi
+  if [ -z "$major" ] || [ "$major" -lt 17 ] 2>/dev/null; then
+    echo "kafkalog: Java 17+ is required for Spark 4, found '$version'" >&2
+    return 1
+  fi
+}

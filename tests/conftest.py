@@ -1,0 +1,50 @@
+"""Shared test setup: where the reference fixtures live, and one SparkSession for the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KAFKALOG_SHARED", REPO_ROOT.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """../shared/fixtures: real broker/client bytes. Missing fixtures fail loudly, never skip."""
+    if not (FIXTURES / "MANIFEST.json").is_file():
+        pytest.fail(f"reference fixtures not found at {FIXTURES} (set KAFKALOG_SHARED)")
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def manifest(fixtures_dir: Path) -> dict:
+    return json.loads((fixtures_dir / "MANIFEST.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run: local[2], no UI, few shuffle partitions."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkalog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command (README and .ci/run both call exactly this). Installs on first use.
+set -euo pipefail
+. "$(cd "$(dirname "$0")/.." && pwd)/conf/venv.sh"
+kafkalog_ensure_venv
+kafkalog_check_java
+cd "$kafkalog_root"
+export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"
+"$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench
+exec "$kafkalog_venv/bin/python" -m pytest "$@"
