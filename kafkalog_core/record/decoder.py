@@ -25,6 +25,7 @@ from numpy.lib.stride_tricks import as_strided
 from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.record.batch import (
     CONTROL_MASK,
+    INT32_MAX,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -185,6 +186,17 @@ class RecordBatch:
 
             return decode_legacy_entry(self._buf, self.header, verify=self._verify)
         return _decode_v2_group(self._buf, [self.header])
+
+    def sequences(self) -> np.ndarray:
+        """Each record's producer sequence: baseSequence + offsetDelta with Kafka's int32 wrap.
+
+        -1 for every record when the batch has no baseSequence (non-idempotent producer).
+        """
+        h = self.header
+        deltas = self.records().column("offset").to_numpy() - h.base_offset
+        if h.base_sequence < 0:
+            return np.full(deltas.shape[0], -1, np.int64)
+        return (h.base_sequence + deltas) % (INT32_MAX + 1)
 
     def control_record(self) -> ControlRecord | None:
         """Type (and coordinator epoch for COMMIT/ABORT) of a control batch; None otherwise."""
