@@ -1,0 +1,223 @@
+"""One ingest run at a time per output root: an flock on a file in the meta area.
+
+The kernel drops an flock when its last descriptor closes, so a crashed driver normally frees the
+lock by itself. Owner info (run id, host, pid, start time) is written into the lock file so that
+a refused run can say who holds it. One case survives a crash: a child that inherited the
+descriptor (a forked worker) keeps the flock alive after the run died. If the recorded owner is
+on this host and its pid is gone (or reused: we also record the process start time), the lock
+file is replaced under a small takeover lock, and the new file is locked instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from jobs.ingestion.commit import IngestError, meta_root
+
+LOCK_NAME = "run.lock"
+
+
+class RunLockedError(IngestError):
+    """Another run holds the output root."""
+
+
+def _process_start_ticks(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (Linux), to tell pid reuse apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and ')' - split after its last ')'.
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid: int, start_ticks: int | None = None) -> bool:
+    """True if `pid` runs on this host (and, when known, is the same process as recorded)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if start_ticks is not None:
+        current = _process_start_ticks(pid)
+        if current is not None and current != start_ticks:
+            return False
+    return True
+
+
+class RunLock:
+    """Exclusive lock of an output root for one run; a context manager.
+
+    `took_over` holds the owner info of a dead run whose lock was taken over (for the summary).
+    """
+
+    def __init__(self, output_root: str | os.PathLike[str], run_id: str) -> None:
+        self.output_root = Path(output_root)
+        self.run_id = run_id
+        self.path = meta_root(output_root) / LOCK_NAME
+        self.took_over: dict[str, Any] | None = None
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def owner(self) -> dict[str, Any] | None:
+        """Owner info currently recorded in the lock file (None if empty/unreadable)."""
+        return _read_owner(self.path)
+
+    def acquire(self) -> RunLock:
+        if self._fd is not None:
+            raise IngestError(f"run {self.run_id} already holds the lock of {self.output_root}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                owner = _read_fd_owner(fd)
+                if owner is not None and _is_dead_local_owner(owner):
+                    self._replace_orphaned_lock_file(fd, owner)
+                    os.close(fd)
+                    continue
+                os.close(fd)
+                raise RunLockedError(self._locked_message(owner)) from None
+            # Under the guard (so a takeover cannot judge stale owner info meanwhile): make sure
+            # we locked the live file, not one a takeover just unlinked, and record ourselves.
+            with self._guard():
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    os.close(fd)
+                    continue
+                previous = _read_fd_owner(fd)
+                if previous is not None and previous.get("run_id") and self.took_over is None:
+                    # A run that died without releasing: its flock is gone, its info is not.
+                    self.took_over = previous
+                self._fd = fd
+                self._write_owner()
+            return self
+        raise RunLockedError(f"output root {self.output_root}: could not take the lock {self.path}")
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def _write_owner(self) -> None:
+        assert self._fd is not None
+        pid = os.getpid()
+        info = {
+            "run_id": self.run_id,
+            "host": socket.gethostname(),
+            "pid": pid,
+            "pid_start_ticks": _process_start_ticks(pid),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        data = json.dumps(info, sort_keys=True).encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        os.fsync(self._fd)
+
+    def _locked_message(self, owner: dict[str, Any] | None) -> str:
+        if owner is None:
+            return (
+                f"output root {self.output_root} is locked by another run (lock file {self.path})"
+            )
+        return (
+            f"output root {self.output_root} is locked by run {owner.get('run_id')} "
+            f"(pid {owner.get('pid')} on host {owner.get('host')} since {owner.get('since')})"
+        )
+
+    def _replace_orphaned_lock_file(self, fd: int, owner: dict[str, Any]) -> None:
+        """Unlink a lock file whose flock only survives in a dead run's inherited descriptor.
+
+        Serialized by a second flock so two runs cannot both replace it; the inode check makes
+        sure we unlink the file we judged, not a fresh one another run just locked.
+        """
+        with self._guard(), contextlib.suppress(FileNotFoundError):
+            current = _read_fd_owner(fd)
+            if current != owner or os.stat(self.path).st_ino != os.fstat(fd).st_ino:
+                return  # changed hands meanwhile: the caller retries and looks again
+            os.unlink(self.path)
+            self.took_over = owner
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Short-lived second flock serializing owner writes and lock-file takeovers."""
+        guard = os.open(self.path.with_name(self.path.name + ".guard"), os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(guard, fcntl.LOCK_UN)
+            os.close(guard)
+
+
+def _is_dead_local_owner(owner: dict[str, Any]) -> bool:
+    if owner.get("host") != socket.gethostname():
+        return False  # cannot judge a process on another host
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    return not pid_alive(pid, owner.get("pid_start_ticks"))
+
+
+def _parse_owner(data: bytes) -> dict[str, Any] | None:
+    if not data.strip():
+        return None
+    try:
+        owner = json.loads(data)
+    except ValueError:
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def _read_fd_owner(fd: int) -> dict[str, Any] | None:
+    return _parse_owner(os.pread(fd, 65536, 0))
+
+
+def _read_owner(path: Path) -> dict[str, Any] | None:
+    try:
+        return _parse_owner(path.read_bytes())
+    except OSError:
+        return None
