@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kafkalog_core.errors import CorruptRecordError, KafkaLogError
+from kafkalog_core.log.names import offset_from_file_name
 from kafkalog_core.log.offset_index import OffsetIndex
 from kafkalog_core.log.time_index import TimeIndex
+from kafkalog_core.log.txn_index import TransactionIndex
 from kafkalog_core.record.batch import (
     INT32_MAX,
     MAGIC_V0,
@@ -76,7 +78,6 @@ _CONTROL_TYPE_NAMES = {
 }
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
-_ABORTED_TXN = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, LSO
 _SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
@@ -229,6 +230,8 @@ def dump_file_events(
         yield {"kind": "unknown_file", "file": path}
         return
     try:
+        if not os.path.isfile(path):  # Kafka dies with NoSuchFileException; we say it in a line
+            raise FileNotFoundError(2, "No such file or directory", path)
         yield from walker(path, options, report)
     except Exception as error:  # noqa: BLE001 - one line per file, never a traceback
         report.errors += 1
@@ -251,14 +254,7 @@ def _describe(path: str, error: BaseException) -> str:
 
 def _base_offset_of(path: str) -> int:
     """Kafka takes the part of the file name before the FIRST dot as the base offset."""
-    stem = os.path.basename(path).split(".")[0]
-    try:
-        return int(stem)
-    except ValueError:
-        raise KafkaLogError(
-            f"{path}: file name does not start with a base offset (expected e.g. "
-            f"00000000000000000000{Path(path).suffix})"
-        ) from None
+    return offset_from_file_name(os.path.basename(path))
 
 
 def _sibling(path: str, suffix: str) -> str:
@@ -502,8 +498,6 @@ def dump_offset_index(
 ) -> Iterator[dict[str, Any]]:
     """Entries checked against the first batch at each position of the segment's .log (§12.4)."""
     base_offset = _base_offset_of(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
     log_path = _sibling(path, ".log")
     if not os.path.isfile(log_path):  # Kafka opens the .log before anything else
         raise FileNotFoundError(2, "No such file or directory", log_path)
@@ -551,8 +545,6 @@ def dump_time_index(
 ) -> Iterator[dict[str, Any]]:
     """Entries checked against the batch each one names, found via the offset index (§12.5)."""
     base_offset = _base_offset_of(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
     log_path = _sibling(path, ".log")
     if not os.path.isfile(log_path):
         raise FileNotFoundError(2, "No such file or directory", log_path)
@@ -624,24 +616,17 @@ def _max_record_timestamp(view: memoryview, header: BatchHeader) -> int:
 
 def dump_txn_index(path: str, options: DumpOptions, report: DumpReport) -> Iterator[dict[str, Any]]:
     """One line per 34-byte AbortedTxn entry (§4, §12.6); a ragged tail is ignored as in Kafka."""
-    _base_offset_of(path)
-    with _mapped(path) as view:
-        for at in range(0, len(view) - _ABORTED_TXN.size + 1, _ABORTED_TXN.size):
-            _, producer_id, first_offset, last_offset, lso = _ABORTED_TXN.unpack_from(view, at)
-            version = view[at]  # AbortedTxn.version() reads one byte of the int16 (§14.10)
-            if version > 0:
-                raise KafkaLogError(
-                    f"{path}: unexpected aborted transaction version {version} at byte {at}"
-                )
-            yield {
-                "kind": "aborted_txn",
-                "file": path,
-                "version": version,
-                "producer_id": producer_id,
-                "first_offset": first_offset,
-                "last_offset": last_offset,
-                "last_stable_offset": lso,
-            }
+    index = TransactionIndex(path, _base_offset_of(path))
+    for txn in index.all_entries():
+        yield {
+            "kind": "aborted_txn",
+            "file": path,
+            "version": txn.version,
+            "producer_id": txn.producer_id,
+            "first_offset": txn.first_offset,
+            "last_offset": txn.last_offset,
+            "last_stable_offset": txn.last_stable_offset,
+        }
 
 
 def dump_producer_snapshot(
