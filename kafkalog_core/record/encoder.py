@@ -1,0 +1,838 @@
+"""Record batch v2 encoder: Arrow columns -> Kafka batches, vectorized; plus a scalar `build_batch`.
+
+How the vectorized path lays out bytes (KAFKA_LOG_FACTS.md §1.1-§1.4). A record is
+
+    length | attributes(0) | timestampDelta | offsetDelta | keyLength | key | valueLength | value
+    | headersCount | headers
+
+and every field except key, value and headers is a small varint whose value is known once the
+batch boundaries are. So the encoder
+
+1. computes per-record sizes with numpy and decides the batch boundaries (a producer-style
+   greedy split on the uncompressed size; one `searchsorted` per batch, nothing per record);
+2. composes each record's "prefix" (length .. keyLength) and "middle" (valueLength) as
+   little-endian words in numpy and hands them to Arrow as inline `binary_view` values, which
+   Arrow compacts in C++;
+3. lets Arrow concatenate `header placeholder | prefix | key | middle | value | headers`
+   element-wise: the result's data buffer *is* the encoded log, records contiguous, with a 61-byte
+   hole in front of each batch's first record (for compressed batches the hole is left out and
+   each batch's records region is compressed with one C call);
+4. fills all headers at once from a numpy structured array and computes one CRC-32C per batch.
+
+Python-level work is per batch, never per record, for binary/string keys and values with or
+without headers (headers are serialized with the same element-wise concatenation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from crc32c import crc32c
+
+from kafkalog_core.errors import ConfigError, InvalidRecordError, RecordTooLargeError
+from kafkalog_core.record.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    Compression,
+    TimestampType,
+    make_attributes,
+    pack_header,
+)
+from kafkalog_core.record.varint import encode_varint, varint_bytes, varint_sizes
+
+DEFAULT_MAX_BATCH_BYTES = 1048576  # the target size of one batch (like batch.size, but 1 MiB)
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # max.message.bytes default (1 MiB + 12)
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "BatchOptions",
+    "EncodedBatches",
+    "Record",
+    "build_batch",
+    "encode_records",
+]
+
+# The v2 header as a packed numpy record: lets all headers of a run be filled at once.
+HEADER_DTYPE = np.dtype(
+    [
+        ("base_offset", ">i8"),
+        ("length", ">i4"),
+        ("partition_leader_epoch", ">i4"),
+        ("magic", "i1"),
+        ("crc", ">u4"),
+        ("attributes", ">i2"),
+        ("last_offset_delta", ">i4"),
+        ("base_timestamp", ">i8"),
+        ("max_timestamp", ">i8"),
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("base_sequence", ">i4"),
+        ("records_count", ">i4"),
+    ]
+)
+assert HEADER_DTYPE.itemsize == RECORD_BATCH_OVERHEAD
+
+# An inline binary_view value: int32 length then up to 12 bytes of data (Arrow columnar spec).
+_VIEW_DTYPE = np.dtype([("length", "<i4"), ("lo", "<u8"), ("hi", "<u4")])
+assert _VIEW_DTYPE.itemsize == 16
+_VIEW_INLINE_MAX = 12
+
+# continuation bits of a varint of k+1 bytes, as a little-endian word: byte j < k has bit 7 set
+_CONTINUATION = np.array(
+    [sum(0x80 << (8 * j) for j in range(k)) for k in range(8)], dtype=np.uint64
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# options and result
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOptions:
+    """How `encode_records` fills batch headers and where it splits batches.
+
+    Defaults are what the Java producer writes for a non-idempotent, non-transactional send:
+    producerId/epoch/baseSequence -1, partitionLeaderEpoch -1, CreateTime, no compression.
+    `base_sequence` is the first batch's; later batches continue the sequence (with Kafka's
+    wraparound) as one producer's consecutive batches would.
+    """
+
+    compression: Compression = Compression.NONE
+    compression_level: int | None = None
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    log_append_time_ms: int | None = None
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    is_transactional: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compression", Compression(self.compression))
+        object.__setattr__(self, "timestamp_type", TimestampType(self.timestamp_type))
+        if self.max_batch_bytes <= RECORD_BATCH_OVERHEAD:
+            raise ConfigError(
+                f"max_batch_bytes={self.max_batch_bytes} must be larger than the "
+                f"{RECORD_BATCH_OVERHEAD}-byte batch header"
+            )
+        if self.max_message_bytes < RECORD_BATCH_OVERHEAD:
+            raise ConfigError(
+                f"max_message_bytes={self.max_message_bytes} is below the "
+                f"{RECORD_BATCH_OVERHEAD}-byte batch header"
+            )
+        if self.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            if self.log_append_time_ms is None:
+                raise ConfigError(
+                    "timestamp_type=LogAppendTime needs log_append_time_ms (the broker's append "
+                    "time written as every batch's maxTimestamp)"
+                )
+            if self.log_append_time_ms < 0:
+                raise ConfigError(f"log_append_time_ms={self.log_append_time_ms} must be >= 0")
+        if self.is_transactional and self.producer_id == NO_PRODUCER_ID:
+            raise ConfigError("is_transactional=True needs a producer_id (it is -1)")
+        if self.producer_id != NO_PRODUCER_ID:
+            if self.producer_epoch < 0:
+                raise ConfigError(
+                    f"producer_id={self.producer_id} needs producer_epoch >= 0, got {self.producer_epoch}"
+                )
+            if self.base_sequence < 0:
+                raise ConfigError(
+                    f"producer_id={self.producer_id} needs base_sequence >= 0, got {self.base_sequence}"
+                )
+        if not -(2**31) <= self.partition_leader_epoch <= INT32_MAX:
+            raise ConfigError(
+                f"partition_leader_epoch={self.partition_leader_epoch} is not an int32"
+            )
+        if not -(2**15) <= self.producer_epoch < 2**15:
+            raise ConfigError(f"producer_epoch={self.producer_epoch} is not an int16")
+        if not -1 <= self.base_sequence <= INT32_MAX:
+            raise ConfigError(f"base_sequence={self.base_sequence} must be -1 or 0..{INT32_MAX}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EncodedBatches:
+    """Encoded batches laid out back to back in `buffer`, with one array entry per batch.
+
+    `buffer` is a bytes-like object (a `memoryview` over Arrow- or Python-owned memory; it keeps
+    that memory alive): write it to a file as is, or take `batch(i)`.
+    """
+
+    buffer: memoryview
+    positions: np.ndarray  # int64: byte position of each batch in `buffer`
+    sizes: np.ndarray  # int64: total bytes of each batch (length + 12)
+    base_offsets: np.ndarray  # int64
+    last_offsets: np.ndarray  # int64
+    max_timestamps: np.ndarray  # int64: the header's maxTimestamp
+    record_counts: np.ndarray  # int64
+    start_offset: int = 0  # base_offset given to encode_records: next_offset when empty
+
+    def __len__(self) -> int:
+        return int(self.positions.shape[0])
+
+    def batch(self, i: int) -> memoryview:
+        """The bytes of batch `i`."""
+        start = int(self.positions[i])
+        return self.buffer[start : start + int(self.sizes[i])]
+
+    @property
+    def total_bytes(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last record (the log end offset after appending these)."""
+        return int(self.last_offsets[-1]) + 1 if len(self) else self.start_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# scalar path
+# ---------------------------------------------------------------------------------------------
+
+HeaderPair = tuple[str | bytes, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record for `build_batch`: any offset delta (gaps are fine), timestamp -1 or >= 0."""
+
+    offset_delta: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[HeaderPair] = field(default_factory=tuple)
+
+
+def _header_key_bytes(key: str | bytes | None, where: str) -> bytes:
+    if key is None:
+        raise InvalidRecordError(
+            f"{where}: header key is null (Kafka header keys must be non-null)"
+        )
+    return key.encode("utf-8") if isinstance(key, str) else bytes(key)
+
+
+def _encode_record_body(record: Record, timestamp_delta: int, where: str) -> bytes:
+    """attributes .. last header of one record (everything its length varint counts)."""
+    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(record.offset_delta)]
+    for blob in (record.key, record.value):
+        if blob is None:
+            parts.append(b"\x01")  # varint(-1)
+        else:
+            parts.append(encode_varint(len(blob)))
+            parts.append(bytes(blob))
+    headers = record.headers or ()
+    parts.append(encode_varint(len(headers)))
+    for h_key, h_value in headers:
+        key = _header_key_bytes(h_key, where)
+        parts.append(encode_varint(len(key)))
+        parts.append(key)
+        if h_value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(h_value)))
+            parts.append(bytes(h_value))
+    return b"".join(parts)
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression: Compression = Compression.NONE,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    delete_horizon_ms: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    last_offset_delta: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+) -> bytes:
+    """Encode one v2 batch record by record, with every header field settable.
+
+    This is the path for control batches, tests and the cleaner (gaps in offset deltas, a kept
+    lastOffsetDelta, a delete horizon, empty batches). Defaults follow MemoryRecordsBuilder:
+    baseTimestamp = the delete horizon if set, else the first record's timestamp, else -1;
+    maxTimestamp = -1 raised by each strictly greater record timestamp (pass `max_timestamp` for
+    LogAppendTime); lastOffsetDelta = the last record's offset delta (0 for an empty batch).
+    An empty batch is written uncompressed, like DefaultRecordBatch.writeEmptyHeader.
+    """
+    records = list(records)
+    previous = -1
+    for index, record in enumerate(records):
+        where = f"record {index} (offset {base_offset + record.offset_delta})"
+        if not 0 <= record.offset_delta <= INT32_MAX or record.offset_delta <= previous:
+            raise InvalidRecordError(
+                f"record {index}: offset delta {record.offset_delta} must be in 0..{INT32_MAX} "
+                f"and larger than the previous record's ({previous})"
+            )
+        previous = record.offset_delta
+        if record.timestamp < NO_TIMESTAMP:
+            raise InvalidRecordError(
+                f"{where}: timestamp {record.timestamp} is negative (only -1 allowed)"
+            )
+
+    if base_timestamp is None:
+        if delete_horizon_ms is not None:
+            base_timestamp = delete_horizon_ms
+        elif records:
+            base_timestamp = records[0].timestamp
+        else:
+            base_timestamp = NO_TIMESTAMP
+    if max_timestamp is None:
+        max_timestamp = NO_TIMESTAMP
+        for record in records:
+            if record.timestamp > max_timestamp:
+                max_timestamp = record.timestamp
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset_delta if records else 0
+    if not records:
+        compression = Compression.NONE
+
+    chunks = []
+    for index, record in enumerate(records):
+        body = _encode_record_body(
+            record,
+            record.timestamp - base_timestamp,
+            f"record {index} (offset {base_offset + record.offset_delta})",
+        )
+        chunks.append(encode_varint(len(body)))
+        chunks.append(body)
+    payload = b"".join(chunks)
+    compression = Compression(compression)
+    if compression is not Compression.NONE:
+        from kafkalog_core.record.compression import compress
+
+        payload = compress(compression, payload, compression_level)
+
+    attributes = make_attributes(
+        compression,
+        TimestampType(timestamp_type),
+        is_transactional,
+        is_control,
+        delete_horizon_ms is not None,
+    )
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    pack_header(
+        out,
+        0,
+        base_offset=base_offset,
+        length=len(out) - LOG_OVERHEAD,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+    )
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorized path: input normalization
+# ---------------------------------------------------------------------------------------------
+
+
+def _column(records: Any, name: str) -> pa.Array | None:
+    """Column `name` of a Table / RecordBatch / mapping as one Array, or None when absent."""
+    if isinstance(records, pa.Table | pa.RecordBatch):
+        if name not in records.schema.names:
+            return None
+        column = records.column(name)
+    elif isinstance(records, Mapping):
+        if name not in records:
+            return None
+        column = records[name]
+    else:
+        raise TypeError(
+            f"records must be a pyarrow Table/RecordBatch or a mapping, not {type(records)!r}"
+        )
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not isinstance(column, pa.Array):
+        column = pa.array(column)
+    return column
+
+
+def _as_binary(column: pa.Array, name: str) -> pa.Array:
+    """Key/value/header bytes as large_binary (int64 offsets; casting from string is zero-copy)."""
+    t = column.type
+    if pa.types.is_null(t):
+        return pa.nulls(len(column), pa.large_binary())
+    if pa.types.is_large_binary(t):
+        return column
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_string_view(t)
+    ):
+        return column.cast(pa.large_binary())
+    raise InvalidRecordError(f"column {name!r} has type {t}; expected binary or string")
+
+
+def _lengths(column: pa.Array) -> np.ndarray:
+    """Byte length of each element, -1 for null (the varint Kafka writes for a null)."""
+    return pc.binary_length(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+_TIMESTAMP_MS_DIVISOR = {"s": None, "ms": 1, "us": 1000, "ns": 1000000}
+
+
+def _timestamps(column: pa.Array | None, n: int) -> np.ndarray:
+    """Timestamps in ms as int64; missing column or null = -1 (NO_TIMESTAMP)."""
+    if column is None:
+        return np.full(n, NO_TIMESTAMP, dtype=np.int64)
+    t = column.type
+    if pa.types.is_timestamp(t):
+        raw = column.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(zero_copy_only=False)
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        values = raw * 1000 if t.unit == "s" else raw // _TIMESTAMP_MS_DIVISOR[t.unit]
+        values = values.astype(np.int64)
+        values[nulls] = NO_TIMESTAMP
+        return values
+    if pa.types.is_integer(t):
+        return column.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(zero_copy_only=False)
+    raise InvalidRecordError(f"column 'timestamp' has type {t}; expected int64 ms or a timestamp")
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorized path: varints as Arrow binary values
+# ---------------------------------------------------------------------------------------------
+
+
+def _varint_words(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Each value's zig-zag varint (sizes <= 8) as a little-endian uint64 word."""
+    v = values.astype(np.int64, copy=False)
+    unsigned = ((v << 1) ^ (v >> 63)).view(np.uint64)
+    word = unsigned & np.uint64(0x7F)
+    for k in range(1, int(sizes.max()) if sizes.size else 1):
+        word |= ((unsigned >> np.uint64(7 * k)) & np.uint64(0x7F)) << np.uint64(8 * k)
+    return word | _CONTINUATION[sizes - 1]
+
+
+def _views_to_binary(lengths: np.ndarray, lo: np.ndarray, hi: np.ndarray | None) -> pa.Array:
+    """Inline binary_view values (<= 12 bytes each) -> a large_binary array (compacted by Arrow)."""
+    n = lengths.shape[0]
+    views = np.zeros(n, dtype=_VIEW_DTYPE)
+    views["length"] = lengths
+    views["lo"] = lo
+    if hi is not None:
+        views["hi"] = hi.astype(np.uint32)
+    array = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views)])
+    return array.cast(pa.large_binary())
+
+
+def _matrix_to_binary(fields: list[tuple[np.ndarray, np.ndarray]], total: np.ndarray) -> pa.Array:
+    """General (slower) path: fields as (varint values, sizes); row-wise compaction in numpy."""
+    n = total.shape[0]
+    mats = []
+    masks = []
+    for values, sizes in fields:
+        width = int(sizes.max()) if n else 1
+        mat, _ = varint_bytes(values, width)
+        mats.append(mat)
+        masks.append(np.arange(width) < sizes[:, None])
+    data = np.hstack(mats)[np.hstack(masks)]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(total, out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.large_binary(),
+        n,
+        [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))],
+    )
+
+
+def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
+    """Concatenated zig-zag varints per row, e.g. [(lengths, sizes), (deltas, sizes), ...]."""
+    total = sum(sizes for _, sizes in fields)
+    n = total.shape[0]
+    if n == 0:
+        return pa.array([], pa.large_binary())
+    if int(total.max()) > _VIEW_INLINE_MAX or any(int(s.max()) > 8 for _, s in fields):
+        return _matrix_to_binary(fields, total)
+    lo = np.zeros(n, dtype=np.uint64)
+    hi = np.zeros(n, dtype=np.uint64)
+    shift = np.zeros(n, dtype=np.uint64)  # bit position where the next field starts
+    for values, sizes in fields:
+        word = _varint_words(values, sizes)
+        lo |= word << shift  # numpy yields 0 for shifts >= 64
+        hi |= np.where(
+            shift >= 64, word << (shift - np.uint64(64)), word >> (np.uint64(64) - shift)
+        )
+        shift += sizes.astype(np.uint64) * np.uint64(8)
+    return _views_to_binary(total, lo, hi)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorized path: headers
+# ---------------------------------------------------------------------------------------------
+
+
+def _headers_suffix(
+    column: pa.Array | None, n: int, base_offset: int
+) -> tuple[pa.Array | None, np.ndarray]:
+    """headersCount + headers of each record as a binary array (None = no headers at all)."""
+    if column is None or column.null_count == n:
+        return None, np.ones(n, dtype=np.int64)
+    t = column.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)):
+        raise InvalidRecordError(
+            f"column 'headers' has type {t}; expected list<struct<key: string, value: binary>> "
+            "or map<string, binary>"
+        )
+    filled = column.fill_null(pa.scalar([], type=t)) if column.null_count else column
+    offsets = filled.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    if pa.types.is_map(t):
+        h_keys = filled.keys.slice(start, stop - start)
+        h_values = filled.items.slice(start, stop - start)
+    else:
+        entries = filled.values.slice(start, stop - start)
+        if not pa.types.is_struct(entries.type) or entries.type.num_fields != 2:
+            raise InvalidRecordError(
+                f"column 'headers' has entries of type {entries.type}; expected struct<key, value>"
+            )
+        h_keys, h_values = entries.flatten()
+    counts = np.diff(offsets)
+    h_keys = _as_binary(h_keys, "headers.key")
+    h_values = _as_binary(h_values, "headers.value")
+    if h_keys.null_count:
+        first = int(np.flatnonzero(h_keys.is_null().to_numpy(zero_copy_only=False))[0])
+        record = int(np.searchsorted(offsets - start, first, side="right")) - 1
+        raise InvalidRecordError(
+            f"record {record} (offset {base_offset + record}): header {first - (offsets[record] - start)} "
+            "has a null key (Kafka header keys must be non-null)"
+        )
+    key_lengths = _lengths(h_keys)
+    value_lengths = _lengths(h_values)
+    entry = pc.binary_join_element_wise(
+        _varint_fields_binary([(key_lengths, varint_sizes(key_lengths))]),
+        h_keys,
+        _varint_fields_binary([(value_lengths, varint_sizes(value_lengths))]),
+        h_values,
+        pa.scalar(b"", pa.large_binary()),
+        null_handling="replace",
+        null_replacement=b"",
+    )
+    per_record = pc.binary_join(
+        pa.LargeListArray.from_arrays(pa.array(offsets - start, pa.int64()), entry),
+        pa.scalar(b"", pa.large_binary()),
+    )
+    suffix = pc.binary_join_element_wise(
+        _varint_fields_binary([(counts, varint_sizes(counts))]),
+        per_record,
+        pa.scalar(b"", pa.large_binary()),
+    )
+    return suffix, _lengths(suffix)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorized path: batch boundaries
+# ---------------------------------------------------------------------------------------------
+
+
+def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int) -> np.ndarray:
+    """Start index of each batch: greedy, closing a batch before it would exceed the target.
+
+    `fixed[i]` is record i's body size without its timestampDelta and offsetDelta varints. A
+    record's real size depends on its batch (the deltas), so the split uses an upper bound per
+    record: offsetDelta sized for the most records a batch can hold, timestampDelta for the
+    largest distance to any record that could start its batch (a window of that many records).
+    Every batch therefore fits `max_batch_bytes` (a single larger record gets a batch of its
+    own); a batch may close a few records earlier than an exact check would (~1%).
+    """
+    n = fixed.shape[0]
+    budget = max_batch_bytes - RECORD_BATCH_OVERHEAD
+    smallest_body = fixed + 2  # 1-byte deltas
+    smallest = int((smallest_body + varint_sizes(smallest_body)).min())
+    most = int(min(n, budget // smallest + 1, INT32_MAX))
+    offset_delta_size = int(varint_sizes(np.array([most - 1]))[0])
+    # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
+    # of `most` records or the one before.
+    blocks = -(-n // most)
+    padded = np.empty(blocks * most, dtype=np.int64)
+    padded[:n] = timestamps
+    padded[n:] = timestamps[-1]
+    block_min = padded.reshape(blocks, most).min(axis=1)
+    block_max = padded.reshape(blocks, most).max(axis=1)
+    window_min = np.minimum(block_min, np.concatenate(([block_min[0]], block_min[:-1])))
+    window_max = np.maximum(block_max, np.concatenate(([block_max[0]], block_max[:-1])))
+    block_of = np.arange(n) // most
+    delta_size = np.maximum(
+        varint_sizes(timestamps - window_min[block_of]),
+        varint_sizes(timestamps - window_max[block_of]),
+    )
+    body = fixed + delta_size + offset_delta_size
+    cumulative = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(body + varint_sizes(body), out=cumulative[1:])
+    starts = []
+    start = 0
+    search = cumulative.searchsorted
+    while start < n:
+        end = int(search(cumulative[start] + budget, side="right")) - 1
+        if end <= start:
+            end = start + 1
+        starts.append(start)
+        start = end
+    return np.array(starts, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorized path: encode_records
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_records(
+    records: Any, *, base_offset: int = 0, options: BatchOptions = BatchOptions()
+) -> EncodedBatches:
+    """Encode Arrow columns `key`, `value`, `timestamp`, `headers` into v2 batches.
+
+    Offsets are contiguous from `base_offset`. baseTimestamp is each batch's first record's
+    timestamp, maxTimestamp the largest (or -1). With LogAppendTime the records keep their
+    producer timestamps and deltas and maxTimestamp is `log_append_time_ms`: the bytes a broker
+    leaves after stamping LogAppendTime in place (LogValidator; seen in real broker logs).
+    Raises InvalidRecordError (bad timestamp, null header key, bad column) and
+    RecordTooLargeError (a batch over `max_message_bytes`).
+    """
+    value_column = _column(records, "value")
+    if value_column is None:
+        raise InvalidRecordError("records have no 'value' column")
+    n = len(value_column)
+    values = _as_binary(value_column, "value")
+    key_column = _column(records, "key")
+    keys = pa.nulls(n, pa.large_binary()) if key_column is None else _as_binary(key_column, "key")
+    if len(keys) != n:
+        raise InvalidRecordError(f"column 'key' has {len(keys)} rows but 'value' has {n}")
+    timestamps = _timestamps(_column(records, "timestamp"), n)
+    if timestamps.shape[0] != n:
+        raise InvalidRecordError(
+            f"column 'timestamp' has {timestamps.shape[0]} rows but 'value' has {n}"
+        )
+    bad = np.flatnonzero(timestamps < NO_TIMESTAMP)
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidRecordError(
+            f"record {i} (offset {base_offset + i}): timestamp {int(timestamps[i])} is negative "
+            "(only -1 = no timestamp is allowed)"
+        )
+    headers, header_sizes = _headers_suffix(_column(records, "headers"), n, base_offset)
+    if n == 0:
+        return EncodedBatches(
+            memoryview(b""),
+            *(np.zeros(0, dtype=np.int64) for _ in range(6)),
+            start_offset=base_offset,
+        )
+    if base_offset < 0 or base_offset + n - 1 > 2**63 - 1:
+        raise InvalidRecordError(f"base_offset {base_offset} with {n} records is out of range")
+
+    key_lengths = _lengths(keys)
+    value_lengths = _lengths(values)
+    key_length_sizes = varint_sizes(key_lengths)
+    value_length_sizes = varint_sizes(value_lengths)
+    fixed = (
+        1
+        + key_length_sizes
+        + np.maximum(key_lengths, 0)
+        + value_length_sizes
+        + np.maximum(value_lengths, 0)
+        + header_sizes
+    )
+    starts = _split_batches(fixed, timestamps, options.max_batch_bytes)
+    batch_count = starts.shape[0]
+    counts = np.diff(np.append(starts, n))
+
+    # exact per-record deltas and sizes within the chosen batches
+    first_of_record = np.repeat(starts, counts)
+    offset_deltas = np.arange(n, dtype=np.int64) - first_of_record
+    base_timestamps = timestamps[starts]
+    timestamp_deltas = timestamps - np.repeat(base_timestamps, counts)
+    timestamp_delta_sizes = varint_sizes(timestamp_deltas)
+    offset_delta_sizes = varint_sizes(offset_deltas)
+    bodies = fixed + timestamp_delta_sizes + offset_delta_sizes
+    body_sizes = varint_sizes(bodies)
+    record_sizes = bodies + body_sizes
+    region_sizes = np.add.reduceat(record_sizes, starts)
+
+    prefix = _varint_fields_binary(
+        [
+            (bodies, body_sizes),
+            (np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)),  # attributes
+            (timestamp_deltas, timestamp_delta_sizes),
+            (offset_deltas, offset_delta_sizes),
+            (key_lengths, key_length_sizes),
+        ]
+    )
+    middle = _varint_fields_binary([(value_lengths, value_length_sizes)])
+    suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
+
+    compressed = options.compression is not Compression.NONE
+    header_rows = np.zeros(batch_count, dtype=HEADER_DTYPE)
+    header_rows["base_offset"] = base_offset + starts
+    header_rows["partition_leader_epoch"] = options.partition_leader_epoch
+    header_rows["magic"] = MAGIC_V2
+    header_rows["attributes"] = make_attributes(
+        options.compression, options.timestamp_type, options.is_transactional
+    )
+    header_rows["last_offset_delta"] = counts - 1
+    header_rows["base_timestamp"] = base_timestamps
+    if options.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamps = np.full(batch_count, options.log_append_time_ms, dtype=np.int64)
+    else:
+        max_timestamps = np.maximum(np.maximum.reduceat(timestamps, starts), NO_TIMESTAMP)
+    header_rows["max_timestamp"] = max_timestamps
+    header_rows["producer_id"] = options.producer_id
+    header_rows["producer_epoch"] = options.producer_epoch
+    if options.base_sequence == NO_SEQUENCE:
+        header_rows["base_sequence"] = NO_SEQUENCE
+    else:  # incrementSequence with wraparound past Int.MAX
+        before = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        header_rows["base_sequence"] = (options.base_sequence + before) % (INT32_MAX + 1)
+    header_rows["records_count"] = counts
+
+    if not compressed:
+        sizes = region_sizes + RECORD_BATCH_OVERHEAD
+        _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
+        header_rows["length"] = sizes - LOG_OVERHEAD
+        # a 61-byte hole before each batch's first record, pre-filled with its header
+        hole_lengths = np.zeros(n, dtype=np.int64)
+        hole_lengths[starts] = RECORD_BATCH_OVERHEAD
+        hole_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(hole_lengths, out=hole_offsets[1:])
+        holes = pa.Array.from_buffers(
+            pa.large_binary(),
+            n,
+            [None, pa.py_buffer(hole_offsets), pa.py_buffer(header_rows.view(np.uint8))],
+        )
+        joined = pc.binary_join_element_wise(
+            holes,
+            prefix,
+            keys,
+            middle,
+            values,
+            suffix,
+            pa.scalar(b"", pa.large_binary()),
+            null_handling="replace",
+            null_replacement=b"",
+        )
+        data = _data_buffer(joined)
+        positions = np.zeros(batch_count, dtype=np.int64)
+        np.cumsum(sizes[:-1], out=positions[1:])
+        total = int(positions[-1] + sizes[-1])
+        out = np.frombuffer(data, dtype=np.uint8, count=total)
+        if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
+            out = out.copy()
+        _fill_crcs(out, positions, sizes)
+        return EncodedBatches(
+            memoryview(out),
+            positions,
+            sizes,
+            base_offset + starts,
+            base_offset + starts + counts - 1,
+            max_timestamps,
+            counts,
+            start_offset=base_offset,
+        )
+
+    from kafkalog_core.record.compression import compress
+
+    joined = pc.binary_join_element_wise(
+        prefix,
+        keys,
+        middle,
+        values,
+        suffix,
+        pa.scalar(b"", pa.large_binary()),
+        null_handling="replace",
+        null_replacement=b"",
+    )
+    data = memoryview(_data_buffer(joined))
+    region_offsets = np.zeros(batch_count + 1, dtype=np.int64)
+    np.cumsum(region_sizes, out=region_offsets[1:])
+    codec, level = options.compression, options.compression_level
+    payloads = [
+        compress(codec, data[a:b], level)
+        for a, b in zip(region_offsets[:-1].tolist(), region_offsets[1:].tolist(), strict=True)
+    ]
+    sizes = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=batch_count)
+    sizes += RECORD_BATCH_OVERHEAD
+    _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
+    header_rows["length"] = sizes - LOG_OVERHEAD
+    header_bytes = header_rows.tobytes()
+    parts = []
+    for b, payload in enumerate(payloads):
+        parts.append(header_bytes[b * RECORD_BATCH_OVERHEAD : (b + 1) * RECORD_BATCH_OVERHEAD])
+        parts.append(payload)
+    out = np.frombuffer(bytearray(b"".join(parts)), dtype=np.uint8)
+    positions = np.zeros(batch_count, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=positions[1:])
+    _fill_crcs(out, positions, sizes)
+    return EncodedBatches(
+        memoryview(out),
+        positions,
+        sizes,
+        base_offset + starts,
+        base_offset + starts + counts - 1,
+        max_timestamps,
+        counts,
+        start_offset=base_offset,
+    )
+
+
+def _data_buffer(joined: pa.Array) -> pa.Buffer:
+    """The data buffer of a large_binary array, starting at its first element."""
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
+    first = int(offsets[joined.offset])
+    last = int(offsets[joined.offset + len(joined)])
+    return joined.buffers()[2].slice(first, last - first)
+
+
+def _check_sizes(sizes: np.ndarray, starts: np.ndarray, base_offset: int, limit: int) -> None:
+    over = np.flatnonzero(sizes > limit)
+    if over.size:
+        b = int(over[0])
+        raise RecordTooLargeError(
+            f"batch at offset {base_offset + int(starts[b])} is {int(sizes[b])} bytes, larger than "
+            f"max_message_bytes={limit} (max.message.bytes)"
+        )
+
+
+def _fill_crcs(out: np.ndarray, positions: np.ndarray, sizes: np.ndarray) -> None:
+    """CRC-32C over [21, end) of every batch, stored big-endian at byte 17."""
+    view = memoryview(out)
+    crcs = np.array(
+        [
+            crc32c(view[p + ATTRIBUTES_OFFSET : p + s])
+            for p, s in zip(positions.tolist(), sizes.tolist(), strict=True)
+        ],
+        dtype=">u4",
+    )
+    index = positions[:, None] + (CRC_OFFSET + np.arange(4))
+    out[index] = crcs.view(np.uint8).reshape(-1, 4)
