@@ -1,0 +1,1 @@
+"""The ingest job: source rows -> Kafka records -> partition directories."""

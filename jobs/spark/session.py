@@ -1,0 +1,139 @@
+"""One way for every job to get its SparkSession, with the repo's Spark settings applied.
+
+Precedence, lowest first: `conf/spark-defaults.conf` < what spark-submit already set (its
+`--conf`, `--master`, properties file) < `conf_overrides` from the caller. When no master is set
+anywhere (a plain `python jobs/x.py` or a notebook), the session runs `local[*]`.
+
+`has_delta_extension` tells the source readers whether Spark's own Delta source is usable; if
+not, Delta tables are read through delta-rs (`jobs.spark.delta`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafkalog_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "DEFAULTS_FILE",
+    "DELTA_EXTENSION",
+    "get_or_create_session",
+    "has_delta_extension",
+    "read_spark_defaults",
+    "resolve_session_conf",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULTS_FILE = REPO_ROOT / "conf" / "spark-defaults.conf"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DEFAULT_MASTER = "local[*]"
+
+
+def read_spark_defaults(path: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Parse a spark-defaults.conf: `key value` (or `key=value`) lines, `#` comments.
+
+    `KAFKALOG_SPARK_DEFAULTS` points at another file; a missing file means no defaults.
+    """
+    if path is None:
+        path = os.environ.get("KAFKALOG_SPARK_DEFAULTS", DEFAULTS_FILE)
+    file = Path(path)
+    if not file.is_file():
+        return {}
+    settings: dict[str, str] = {}
+    for lineno, raw in enumerate(file.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if "=" in parts[0]:
+            key, _, value = line.partition("=")
+        elif len(parts) == 2:
+            key, value = parts
+        else:
+            raise ConfigError(f"{file}:{lineno}: expected 'key value', got {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def resolve_session_conf(
+    file_defaults: Mapping[str, str],
+    submitted: Mapping[str, str],
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The settings the builder must set: defaults not already submitted, then overrides.
+
+    Submitted settings are already in the JVM, so they are not repeated; a master is added only
+    when nothing provides one.
+    """
+    conf = {k: v for k, v in file_defaults.items() if k not in submitted}
+    conf.update({k: str(v) for k, v in (overrides or {}).items()})
+    if "spark.master" not in submitted and "spark.master" not in conf:
+        conf["spark.master"] = DEFAULT_MASTER
+    return conf
+
+
+def _submitted_conf() -> dict[str, str]:
+    """Settings spark-submit passed to this driver (empty when started by plain python)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; loads its spark.* props
+    return dict(SparkConf().getAll())
+
+
+def get_or_create_session(
+    app_name: str, conf_overrides: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The active session if there is one (overrides applied where Spark allows), else a new one."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in (conf_overrides or {}).items():
+            try:
+                active.conf.set(key, str(value))
+            except Exception:  # static configs cannot change on a running session
+                if active.conf.get(key, None) != str(value):
+                    raise ConfigError(
+                        f"spark setting {key}={value} cannot be changed on the running session"
+                    ) from None
+        return active
+
+    conf = resolve_session_conf(read_spark_defaults(), _submitted_conf(), conf_overrides)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    level = conf.get("kafkalog.log.level") or os.environ.get("KAFKALOG_SPARK_LOG_LEVEL")
+    if level:
+        session.sparkContext.setLogLevel(level)
+    return session
+
+
+def has_delta_extension(spark: SparkSession) -> bool:
+    """True when Spark's Delta source is usable: the extension is configured AND its class loads.
+
+    Spark ignores (with a warning) an extension class it cannot load, so the setting alone is
+    not enough.
+    """
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:
+        return False
+    if DELTA_EXTENSION not in [e.strip() for e in extensions.split(",")]:
+        return False
+    jvm = getattr(getattr(spark, "sparkContext", None), "_jvm", None)
+    if jvm is None:  # Spark Connect: the server has it configured; trust the setting
+        return True
+    try:
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_EXTENSION)
+    except Exception:
+        return False
+    return True
