@@ -34,12 +34,12 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
-from kafkalog_core.errors import CorruptRecordError, KafkaLogError
+from kafkalog_core.errors import CorruptRecordError, CorruptSnapshotError, KafkaLogError
 from kafkalog_core.log.names import offset_from_file_name
 from kafkalog_core.log.offset_index import OffsetIndex
+from kafkalog_core.log.producer_state import read_snapshot
 from kafkalog_core.log.time_index import TimeIndex
 from kafkalog_core.log.txn_index import TransactionIndex
 from kafkalog_core.record.batch import (
@@ -52,6 +52,11 @@ from kafkalog_core.record.batch import (
     increment_sequence,
     is_valid,
     iter_batch_headers,
+)
+from kafkalog_core.record.control import (
+    ControlRecordType,
+    parse_control_record_key,
+    parse_end_txn_marker_value,
 )
 
 __all__ = [
@@ -66,20 +71,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 NO_TIMESTAMP = -1
 RECORD_INDENT = "|"
 
-# Control record types (§1.5); anything else prints as UNKNOWN with its raw id.
-_CONTROL_TYPE_NAMES = {
-    0: "ABORT",
-    1: "COMMIT",
-    2: "LEADER_CHANGE",
-    3: "SNAPSHOT_HEADER",
-    4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION",
-    6: "KRAFT_VOTERS",
-}
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
-_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
-_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_CONTROL_TYPE_ID = struct.Struct(">h")  # bytes 2-4 of a control record key
 
 
 @dataclass(frozen=True)
@@ -327,26 +319,17 @@ def _batch_event(view: memoryview, header: BatchHeader, position: int) -> dict[s
 
 def _control_fields(key: bytes | None, value: bytes | None, where: str) -> dict[str, Any]:
     """ControlRecordType.parseTypeId + EndTransactionMarker.deserialize, as dump-log uses them."""
-    if key is None or len(key) < _CONTROL_KEY.size:
-        raise CorruptRecordError(f"{where}: control record key has fewer than 4 bytes")
-    version, type_id = _CONTROL_KEY.unpack_from(key)
-    if version < 0:
-        raise CorruptRecordError(f"{where}: negative control record key version {version}")
-    fields: dict[str, Any] = {
-        "control_type": _CONTROL_TYPE_NAMES.get(type_id, "UNKNOWN"),
-        "control_type_id": type_id,
-    }
-    if type_id in (0, 1):
-        if value is None or len(value) < _END_TXN_VALUE.size:
-            raise CorruptRecordError(
-                f"{where}: end transaction marker value has fewer than 6 bytes"
-            )
-        marker_version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
-        if marker_version < 0:
-            raise CorruptRecordError(
-                f"{where}: negative end transaction marker version {marker_version}"
-            )
-        fields["coordinator_epoch"] = coordinator_epoch
+    try:
+        control_type = parse_control_record_key(key)
+        assert key is not None  # parse_control_record_key refuses a null key
+        fields: dict[str, Any] = {
+            "control_type": control_type.name,
+            "control_type_id": _CONTROL_TYPE_ID.unpack_from(key, 2)[0],  # raw, even for UNKNOWN
+        }
+        if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            fields["coordinator_epoch"] = parse_end_txn_marker_value(value)
+    except CorruptRecordError as error:
+        raise CorruptRecordError(f"{where}: {error}") from None
     return fields
 
 
@@ -354,7 +337,6 @@ def _record_events(
     view: memoryview, header: BatchHeader, options: DumpOptions
 ) -> Iterator[dict[str, Any]]:
     """One event per record of the batch (legacy wrappers: one per inner message)."""
-    where = f"batch at position {header.position} (base offset {header.base_offset})"
     ts_type = _timestamp_type_name(header)
     with_data = options.print_data_log and not header.is_control
     if header.magic < MAGIC_V2:
@@ -380,7 +362,16 @@ def _record_events(
 
     from kafkalog_core.record.decoder import RecordBatch
 
-    table = RecordBatch(view, header).records()
+    yield from _v2_record_events(header, RecordBatch(view, header).records(), options)
+
+
+def _v2_record_events(
+    header: BatchHeader, table: Any, options: DumpOptions
+) -> Iterator[dict[str, Any]]:
+    """Record events of one v2 batch from its RECORD_SCHEMA rows."""
+    where = f"batch at position {header.position} (base offset {header.base_offset})"
+    ts_type = _timestamp_type_name(header)
+    with_data = options.print_data_log and not header.is_control
     offsets = table.column("offset").to_pylist()
     timestamps = table.column("timestamp").to_pylist()
     keys = table.column("key").to_pylist()
@@ -435,27 +426,28 @@ def dump_log(path: str, options: DumpOptions, report: DumpReport) -> Iterator[di
         last_offset = -1
         failure: CorruptRecordError | None = None
         try:
-            for header in iter_batch_headers(view, end=limit):
-                event = _batch_event(view, header, valid_bytes)
-                event["file"] = path
-                yield event
-                if deep:
-                    try:
-                        records = list(_record_events(view, header, options))
-                    except Exception as error:  # noqa: BLE001 - a corrupt batch is one line
-                        report.errors += 1
-                        yield _error(path, "corrupt_batch", message=_describe(path, error))
-                        records = []
-                    for record in records:
-                        offset = record["offset"]
-                        if last_offset != -1 and offset != last_offset + 1:
-                            report.non_consecutive.setdefault(absolute, []).append(
-                                (last_offset, offset)
-                            )
-                        last_offset = offset
-                        record["file"] = path
-                        yield record
-                valid_bytes += header.size
+            for group in _grouped(iter_batch_headers(view, end=limit), deep):
+                decoded = _decode_group(view, group, options) if deep else []
+                for i, header in enumerate(group):
+                    event = _batch_event(view, header, valid_bytes)
+                    event["file"] = path
+                    yield event
+                    if deep:
+                        records = decoded[i]
+                        if isinstance(records, BaseException):
+                            report.errors += 1
+                            yield _error(path, "corrupt_batch", message=_describe(path, records))
+                            records = []
+                        for record in records:
+                            offset = record["offset"]
+                            if last_offset != -1 and offset != last_offset + 1:
+                                report.non_consecutive.setdefault(absolute, []).append(
+                                    (last_offset, offset)
+                                )
+                            last_offset = offset
+                            record["file"] = path
+                            yield record
+                    valid_bytes += header.size
         except CorruptRecordError as error:  # garbage where a batch should start
             failure = error
         if failure is not None:
@@ -466,6 +458,73 @@ def dump_log(path: str, options: DumpOptions, report: DumpReport) -> Iterator[di
         trailing = limit - valid_bytes
         if trailing > 0 and options.max_bytes == INT32_MAX:
             yield {"kind": "invalid_bytes", "file": path, "name": name, "bytes": trailing}
+
+
+# Deep iteration decodes runs of consecutive v2 batches in one vectorized call; this bounds
+# the bytes (and so the record events) held at once.
+_DECODE_GROUP_BYTES = 1 << 20
+
+
+def _grouped(headers: Iterator[BatchHeader], deep: bool) -> Iterator[list[BatchHeader]]:
+    """Batches in runs to decode together: single batches unless deep-iterating v2 batches.
+
+    A CorruptRecordError from the header walk is raised only after the run before it.
+    """
+    group: list[BatchHeader] = []
+    size = 0
+    try:
+        for header in headers:
+            if not deep or header.magic < MAGIC_V2:
+                if group:
+                    yield group
+                    group, size = [], 0
+                yield [header]
+                continue
+            group.append(header)
+            size += header.size
+            if size >= _DECODE_GROUP_BYTES:
+                yield group
+                group, size = [], 0
+    except CorruptRecordError:
+        if group:
+            yield group
+        raise
+    if group:
+        yield group
+
+
+def _decode_group(
+    view: memoryview, group: list[BatchHeader], options: DumpOptions
+) -> list[list[dict[str, Any]] | BaseException]:
+    """Record events per batch of the run, or the exception that batch's records raised."""
+    if len(group) > 1:
+        from kafkalog_core.record.decoder import decode_records
+
+        try:
+            table = decode_records(
+                view,
+                start=group[0].position,
+                end=group[-1].position + group[-1].size,
+                verify=False,
+                include_control=True,
+            )
+            if table.num_rows == sum(h.records_count for h in group):
+                results: list[list[dict[str, Any]] | BaseException] = []
+                at = 0
+                for header in group:
+                    rows = table.slice(at, header.records_count)
+                    results.append(list(_v2_record_events(header, rows, options)))
+                    at += header.records_count
+                return results
+        except Exception:  # noqa: BLE001 - redo batch by batch to pin the culprit
+            pass
+    single: list[list[dict[str, Any]] | BaseException] = []
+    for header in group:
+        try:
+            single.append(list(_record_events(view, header, options)))
+        except Exception as error:  # noqa: BLE001 - a corrupt batch is one error line
+            single.append(error)
+    return single
 
 
 def _checkpoint_start(path: str) -> dict[str, Any]:
@@ -633,72 +692,33 @@ def dump_producer_snapshot(
     path: str, options: DumpOptions, report: DumpReport
 ) -> Iterator[dict[str, Any]]:
     """One line per producer of a `.snapshot` (§9.6, §12.7); corruption is one stderr line."""
-    from kafkalog_core.errors import CorruptSnapshotError
-
     try:
-        entries = _read_snapshot_entries(path)
+        entries = read_snapshot(path)
     except CorruptSnapshotError as error:
         # Kafka prints the exception message to stderr and carries on (exit status unchanged).
-        yield _error(path, "corrupt_snapshot", message=str(error), fatal=False)
+        yield _error(path, "corrupt_snapshot", message=str(error))
         return
     for entry in entries:
-        yield {"kind": "producer_entry", "file": path, **entry}
-
-
-def _read_snapshot_entries(path: str) -> list[dict[str, Any]]:
-    """Producer entries of a snapshot file, with Kafka's derived first sequence."""
-    from crc32c import crc32c
-
-    from kafkalog_core.errors import CorruptSnapshotError
-    from kafkalog_core.record.batch import decrement_sequence
-
-    data = Path(path).read_bytes()
-    if len(data) < _SNAPSHOT_HEADER.size:
-        raise CorruptSnapshotError(
-            f"Snapshot file {path} is corrupt: only {len(data)} bytes, need a 10-byte header"
-        )
-    version, crc, count = _SNAPSHOT_HEADER.unpack_from(data)
-    if version != 1:
-        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
-    computed = crc32c(data[6:])
-    if computed != crc:
-        raise CorruptSnapshotError(
-            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
-            f"Computed crc: {computed}"
-        )
-    if count < 0 or _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size != len(data):
-        raise CorruptSnapshotError(
-            f"Snapshot file {path} is corrupt: {count} entries do not fill its {len(data)} bytes"
-        )
-    entries = []
-    for i in range(count):
-        (
-            producer_id,
-            epoch,
-            last_sequence,
-            last_offset,
-            offset_delta,
-            timestamp,
-            coordinator_epoch,
-            txn_first_offset,
-        ) = _SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEADER.size + i * _SNAPSHOT_ENTRY.size)
-        entry: dict[str, Any] = {
-            "producer_id": producer_id,
-            "producer_epoch": epoch,
-            "coordinator_epoch": coordinator_epoch,
-            "current_txn_first_offset": txn_first_offset if txn_first_offset >= 0 else None,
-            "last_timestamp": timestamp,
+        event: dict[str, Any] = {
+            "kind": "producer_entry",
+            "file": path,
+            "producer_id": entry.producer_id,
+            "producer_epoch": entry.producer_epoch,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_first_offset": (
+                entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None
+            ),
+            "last_timestamp": entry.timestamp,
         }
-        if last_offset >= 0:  # batch metadata only exists for a known last offset
-            entry["batch_metadata"] = {
-                "first_sequence": decrement_sequence(last_sequence, offset_delta),
-                "last_sequence": last_sequence,
-                "last_offset": last_offset,
-                "offset_delta": offset_delta,
-                "timestamp": timestamp,
+        if entry.has_batch_metadata:
+            event["batch_metadata"] = {
+                "first_sequence": entry.first_sequence,
+                "last_sequence": entry.last_sequence,
+                "last_offset": entry.last_offset,
+                "offset_delta": entry.offset_delta,
+                "timestamp": entry.timestamp,
             }
-        entries.append(entry)
-    return entries
+        yield event
 
 
 # ---------------------------------------------------------------------------------------------
