@@ -24,7 +24,6 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from enum import IntEnum
 from pathlib import Path
 
 from crc32c import crc32c
@@ -40,6 +39,7 @@ from kafkalog_core.record.batch import (
     BatchHeader,
     decrement_sequence,
 )
+from kafkalog_core.record.control import ControlRecordType
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -54,11 +54,8 @@ NO_OFFSET = -1
 _SNAPSHOT_NAME = re.compile(r"^(\d+)\.snapshot$")
 
 
-class ControlType(IntEnum):
-    """ControlRecordType of an end-transaction marker (the key's type field)."""
-
-    ABORT = 0
-    COMMIT = 1
+# The end-transaction marker types, under the name `update` has always accepted.
+ControlType = ControlRecordType
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +248,7 @@ class ProducerStateManager:
     def update(
         self,
         header: BatchHeader,
-        control_type: ControlType | int | None = None,
+        control_type: ControlRecordType | int | None = None,
         coordinator_epoch: int | None = None,
         *,
         marker_timestamp: int | None = None,
@@ -272,10 +269,16 @@ class ProducerStateManager:
             current = self._producers.get(pid) or ProducerStateEntry(pid)
             if header.is_control:
                 if control_type is not None:
+                    control_type = ControlRecordType(control_type)
+                    if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                        raise ValueError(
+                            f"batch at offset {header.base_offset}: {control_type.name} is not "
+                            f"an end-transaction marker"
+                        )
                     aborted = self._end_txn(
                         current,
                         header,
-                        ControlType(control_type),
+                        control_type,
                         coordinator_epoch if coordinator_epoch is not None else -1,
                         header.max_timestamp if marker_timestamp is None else marker_timestamp,
                     )
@@ -307,7 +310,7 @@ class ProducerStateManager:
         self,
         current: ProducerStateEntry,
         header: BatchHeader,
-        control_type: ControlType,
+        control_type: ControlRecordType,
         coordinator_epoch: int,
         timestamp: int,
     ) -> AbortedTxn | None:
@@ -333,7 +336,7 @@ class ProducerStateManager:
             return None  # a marker for an empty transaction writes nothing
         lso = self.last_stable_offset(current.producer_id, marker_offset)
         self._ongoing.pop(first, None)
-        if control_type is ControlType.ABORT:
+        if control_type is ControlRecordType.ABORT:
             return AbortedTxn(current.producer_id, first, marker_offset, lso)
         return None
 
