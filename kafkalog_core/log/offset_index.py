@@ -140,6 +140,8 @@ class AbstractIndex:
         self._n += k
 
     def _column_view(self, column: int) -> np.ndarray:
+        """A read-only view of the first `entries` values: valid until the next truncation
+        (a later append may reuse the truncated slots); copy it to keep it longer."""
         view = self._cols[column][: self._n]
         view.flags.writeable = False
         return view

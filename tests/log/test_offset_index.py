@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog_core.errors import (
     ConfigError,
@@ -308,3 +310,22 @@ def test_real_broker_offset_indexes(fixtures_dir: Path) -> None:
         idx.close()  # read-only fixture: must not write
         total += idx.entries
     assert total > 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    gaps=st.lists(st.integers(1, 5), min_size=0, max_size=40),
+    targets=st.lists(st.integers(-3, 230), min_size=1, max_size=20),
+)
+def test_lookup_is_largest_entry_at_or_below(gaps: list[int], targets: list[int]) -> None:
+    idx = OffsetIndex("unused.index", 10)
+    offsets = 10 + np.cumsum(gaps).astype(np.int64)
+    idx.append_many(offsets, np.arange(len(offsets)) * 7)
+    for t in targets:
+        below = [(int(o), i * 7) for i, o in enumerate(offsets) if o <= t]
+        assert idx.lookup(t) == (below[-1] if below else (10, 0))
+        # truncate_to keeps exactly the entries below t, on a copy
+        copy = OffsetIndex("unused.index", 10)
+        copy.append_many(offsets, np.arange(len(offsets)) * 7)
+        copy.truncate_to(t)
+        assert copy.entries_array().offsets.tolist() == [int(o) for o in offsets if o < t]
