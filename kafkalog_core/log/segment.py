@@ -659,7 +659,8 @@ class LogSegment:
     def recover(self, producer_state: Any = None, leader_epoch_cache: Any = None) -> int:
         """Rebuild indexes from the .log, cut the first invalid batch and all after it (§3.5).
 
-        `producer_state` may be a `TxnTracker` (default: a fresh one) or any object with
+        `producer_state` may be a `TxnTracker` (default: a fresh one), a
+        `ProducerStateManager` (its `update(header, control_type)`), or any object with
         `on_batch(header, control_type) -> AbortedTxn | None`. `leader_epoch_cache` needs
         `latest_epoch` and `assign(epoch, start_offset)`. Returns the bytes truncated.
         """
@@ -701,6 +702,8 @@ class LogSegment:
         last_index_entry = 0
         valid = 0
         latest_epoch = _latest_epoch(epoch_cache)
+        # a TxnTracker, or a ProducerStateManager (its `update` has the same contract)
+        on_batch = getattr(tracker, "on_batch", None) or tracker.update
         unpack_header = HEADER.unpack_from
         unpack_i32 = _I32.unpack_from
         unpack_u32 = struct.Struct(">I").unpack_from
@@ -787,7 +790,7 @@ class LogSegment:
                         control_type = None
                         if attrs & CONTROL_MASK:
                             control_type = _control_type(view[p : p + total], header)
-                        aborted = tracker.on_batch(header, control_type)
+                        aborted = on_batch(header, control_type)
                         if aborted is not None:
                             self.txn_index.append(aborted)
                     elif hasattr(tracker, "map_end_offset"):
