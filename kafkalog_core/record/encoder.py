@@ -52,7 +52,7 @@ from kafkalog_core.record.batch import (
     make_attributes,
     pack_header,
 )
-from kafkalog_core.record.varint import encode_varint, varint_bytes, varint_sizes
+from kafkalog_core.record.varint import encode_varint, varint_bytes
 
 DEFAULT_MAX_BATCH_BYTES = 1048576  # the target size of one batch (like batch.size, but 1 MiB)
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # max.message.bytes default (1 MiB + 12)
@@ -373,7 +373,7 @@ def _column(records: Any, name: str) -> pa.Array | None:
             f"records must be a pyarrow Table/RecordBatch or a mapping, not {type(records)!r}"
         )
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+        column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if not isinstance(column, pa.Array):
         column = pa.array(column)
     return column
@@ -428,24 +428,72 @@ def _timestamps(column: pa.Array | None, n: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def _varint_words(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Each value's zig-zag varint (sizes <= 8) as a little-endian uint64 word."""
-    v = values.astype(np.int64, copy=False)
-    unsigned = ((v << 1) ^ (v >> 63)).view(np.uint64)
+_SIZE_LIMITS = [
+    1 << (7 * k - 1) for k in range(1, 10)
+]  # zigzag(v) >= 2**7k  <=>  |v|' >= 2**(7k-1)
+_WORD_TABLE_SIZE = 1 << 16
+_word_table: np.ndarray | None = None
+
+
+def varint_size_array(values: np.ndarray) -> np.ndarray:
+    """Zig-zag varint size of each int64 value; a few comparisons, only up to the largest value."""
+    values = np.asarray(values, dtype=np.int64)
+    folded = values ^ (values >> 63)  # v for v >= 0, -v-1 for v < 0: zigzag(v) = 2*folded (+1)
+    sizes = np.ones(values.shape, dtype=np.int64)
+    top = int(folded.max()) if folded.size else 0
+    for limit in _SIZE_LIMITS:
+        if top < limit:
+            break
+        sizes += folded >= limit
+    return sizes
+
+
+def _table() -> np.ndarray:
+    """Varint words of every zig-zag value below 2**16 (at most 3 bytes), built once."""
+    global _word_table
+    if _word_table is None:
+        unsigned = np.arange(_WORD_TABLE_SIZE, dtype=np.uint64)
+        _word_table = _spread(unsigned, 3)
+    return _word_table
+
+
+def _spread(unsigned: np.ndarray, width: int) -> np.ndarray:
+    """Zig-zagged values (< 2**(7*width), width <= 8) -> varint bytes as a little-endian word.
+
+    The 7-bit groups go to byte lanes; a byte gets its continuation bit when any higher lane is
+    non-zero (lanes are <= 0x7F, so `lane + 0x7F` sets bit 7 exactly for non-zero lanes).
+    """
     word = unsigned & np.uint64(0x7F)
-    for k in range(1, int(sizes.max()) if sizes.size else 1):
-        word |= ((unsigned >> np.uint64(7 * k)) & np.uint64(0x7F)) << np.uint64(8 * k)
-    return word | _CONTINUATION[sizes - 1]
+    for k in range(1, width):
+        word |= (unsigned << np.uint64(k)) & np.uint64(0x7F << (8 * k))
+    if width == 1:
+        return word
+    higher = word >> np.uint64(8)
+    for step in (8, 16, 32):
+        if step >= 8 * (width - 1):
+            break
+        higher |= higher >> np.uint64(step)
+    higher += np.uint64(0x7F7F7F7F7F7F7F7F)
+    higher &= np.uint64(0x8080808080808080)
+    return word | higher
+
+
+def _varint_words(values: np.ndarray, max_size: int) -> np.ndarray:
+    """Each value's zig-zag varint (max_size <= 8 bytes) as a little-endian uint64 word."""
+    v = np.asarray(values, dtype=np.int64)
+    unsigned = ((v << 1) ^ (v >> 63)).view(np.uint64)
+    if max_size <= 3 and int(unsigned.max()) < _WORD_TABLE_SIZE:
+        return _table()[unsigned]
+    return _spread(unsigned, max_size)
 
 
 def _views_to_binary(lengths: np.ndarray, lo: np.ndarray, hi: np.ndarray | None) -> pa.Array:
     """Inline binary_view values (<= 12 bytes each) -> a large_binary array (compacted by Arrow)."""
     n = lengths.shape[0]
-    views = np.zeros(n, dtype=_VIEW_DTYPE)
+    views = np.empty(n, dtype=_VIEW_DTYPE)
     views["length"] = lengths
     views["lo"] = lo
-    if hi is not None:
-        views["hi"] = hi.astype(np.uint32)
+    views["hi"] = 0 if hi is None else hi
     array = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views)])
     return array.cast(pa.large_binary())
 
@@ -456,8 +504,9 @@ def _matrix_to_binary(fields: list[tuple[np.ndarray, np.ndarray]], total: np.nda
     mats = []
     masks = []
     for values, sizes in fields:
+        sizes = np.broadcast_to(sizes, (n,))
         width = int(sizes.max()) if n else 1
-        mat, _ = varint_bytes(values, width)
+        mat, _ = varint_bytes(np.broadcast_to(values, (n,)), width)
         mats.append(mat)
         masks.append(np.arange(width) < sizes[:, None])
     data = np.hstack(mats)[np.hstack(masks)]
@@ -470,24 +519,58 @@ def _matrix_to_binary(fields: list[tuple[np.ndarray, np.ndarray]], total: np.nda
     )
 
 
-def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
-    """Concatenated zig-zag varints per row, e.g. [(lengths, sizes), (deltas, sizes), ...]."""
-    total = sum(sizes for _, sizes in fields)
-    n = total.shape[0]
+_ZERO = np.zeros(1, dtype=np.int64)
+_ONE = np.ones(1, dtype=np.int64)
+ATTRIBUTES_FIELD = (_ZERO, _ONE)  # the record attributes byte: always 0
+
+
+def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]], n: int) -> pa.Array:
+    """Concatenated zig-zag varints per row, e.g. [(lengths, sizes), (deltas, sizes), ...].
+
+    A field may be given as 1-element arrays (the same value for every row). Rows of up to 12
+    bytes are composed as little-endian words (fields packed into groups of <= 8 bytes, at most
+    two groups) and handed to Arrow as inline binary_view values; anything longer takes the
+    slower byte-matrix path.
+    """
     if n == 0:
         return pa.array([], pa.large_binary())
-    if int(total.max()) > _VIEW_INLINE_MAX or any(int(s.max()) > 8 for _, s in fields):
+    total = np.zeros(n, dtype=np.int64)
+    max_sizes = []
+    for _, sizes in fields:
+        total += sizes
+        max_sizes.append(int(sizes.max()))
+    # pack consecutive fields into groups whose widest row fits one 64-bit word
+    groups: list[list[int]] = [[]]
+    width = 0
+    for i, m in enumerate(max_sizes):
+        if width + m > 8 and groups[-1]:
+            groups.append([])
+            width = 0
+        groups[-1].append(i)
+        width += m
+    if int(total.max()) > _VIEW_INLINE_MAX or max(max_sizes) > 8 or len(groups) > 2:
         return _matrix_to_binary(fields, total)
-    lo = np.zeros(n, dtype=np.uint64)
-    hi = np.zeros(n, dtype=np.uint64)
-    shift = np.zeros(n, dtype=np.uint64)  # bit position where the next field starts
-    for values, sizes in fields:
-        word = _varint_words(values, sizes)
-        lo |= word << shift  # numpy yields 0 for shifts >= 64
-        hi |= np.where(
-            shift >= 64, word << (shift - np.uint64(64)), word >> (np.uint64(64) - shift)
-        )
-        shift += sizes.astype(np.uint64) * np.uint64(8)
+    words = []
+    group_sizes = []
+    for group in groups:
+        word = None
+        shift = None
+        for i in group:
+            values, sizes = fields[i]
+            part = None if values is _ZERO else _varint_words(values, max_sizes[i])
+            if part is not None:
+                if shift is not None:
+                    part = part << shift
+                word = part if word is None else word | part
+            step = (sizes * 8).astype(np.uint64)
+            shift = step if shift is None else shift + step
+        words.append(np.zeros(n, dtype=np.uint64) if word is None else np.broadcast_to(word, (n,)))
+        group_sizes.append(shift)
+    lo = words[0]
+    hi = None
+    if len(words) == 2:
+        lo = lo | (words[1] << group_sizes[0])
+        hi = words[1] >> (np.uint64(64) - group_sizes[0])
     return _views_to_binary(total, lo, hi)
 
 
@@ -534,9 +617,11 @@ def _headers_suffix(
     key_lengths = _lengths(h_keys)
     value_lengths = _lengths(h_values)
     entry = pc.binary_join_element_wise(
-        _varint_fields_binary([(key_lengths, varint_sizes(key_lengths))]),
+        _varint_fields_binary([(key_lengths, varint_size_array(key_lengths))], len(key_lengths)),
         h_keys,
-        _varint_fields_binary([(value_lengths, varint_sizes(value_lengths))]),
+        _varint_fields_binary(
+            [(value_lengths, varint_size_array(value_lengths))], len(value_lengths)
+        ),
         h_values,
         pa.scalar(b"", pa.large_binary()),
         null_handling="replace",
@@ -547,7 +632,7 @@ def _headers_suffix(
         pa.scalar(b"", pa.large_binary()),
     )
     suffix = pc.binary_join_element_wise(
-        _varint_fields_binary([(counts, varint_sizes(counts))]),
+        _varint_fields_binary([(counts, varint_size_array(counts))], n),
         per_record,
         pa.scalar(b"", pa.large_binary()),
     )
@@ -572,9 +657,9 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
     n = fixed.shape[0]
     budget = max_batch_bytes - RECORD_BATCH_OVERHEAD
     smallest_body = fixed + 2  # 1-byte deltas
-    smallest = int((smallest_body + varint_sizes(smallest_body)).min())
+    smallest = int((smallest_body + varint_size_array(smallest_body)).min())
     most = int(min(n, budget // smallest + 1, INT32_MAX))
-    offset_delta_size = int(varint_sizes(np.array([most - 1]))[0])
+    offset_delta_size = int(varint_size_array(np.array([most - 1]))[0])
     # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
     # of `most` records or the one before.
     blocks = -(-n // most)
@@ -587,12 +672,12 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
     window_max = np.maximum(block_max, np.concatenate(([block_max[0]], block_max[:-1])))
     block_of = np.arange(n) // most
     delta_size = np.maximum(
-        varint_sizes(timestamps - window_min[block_of]),
-        varint_sizes(timestamps - window_max[block_of]),
+        varint_size_array(timestamps - window_min[block_of]),
+        varint_size_array(timestamps - window_max[block_of]),
     )
     body = fixed + delta_size + offset_delta_size
     cumulative = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(body + varint_sizes(body), out=cumulative[1:])
+    np.cumsum(body + varint_size_array(body), out=cumulative[1:])
     starts = []
     start = 0
     search = cumulative.searchsorted
@@ -655,8 +740,8 @@ def encode_records(
 
     key_lengths = _lengths(keys)
     value_lengths = _lengths(values)
-    key_length_sizes = varint_sizes(key_lengths)
-    value_length_sizes = varint_sizes(value_lengths)
+    key_length_sizes = varint_size_array(key_lengths)
+    value_length_sizes = varint_size_array(value_lengths)
     fixed = (
         1
         + key_length_sizes
@@ -674,23 +759,24 @@ def encode_records(
     offset_deltas = np.arange(n, dtype=np.int64) - first_of_record
     base_timestamps = timestamps[starts]
     timestamp_deltas = timestamps - np.repeat(base_timestamps, counts)
-    timestamp_delta_sizes = varint_sizes(timestamp_deltas)
-    offset_delta_sizes = varint_sizes(offset_deltas)
+    timestamp_delta_sizes = varint_size_array(timestamp_deltas)
+    offset_delta_sizes = varint_size_array(offset_deltas)
     bodies = fixed + timestamp_delta_sizes + offset_delta_sizes
-    body_sizes = varint_sizes(bodies)
+    body_sizes = varint_size_array(bodies)
     record_sizes = bodies + body_sizes
     region_sizes = np.add.reduceat(record_sizes, starts)
 
     prefix = _varint_fields_binary(
         [
             (bodies, body_sizes),
-            (np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)),  # attributes
+            ATTRIBUTES_FIELD,
             (timestamp_deltas, timestamp_delta_sizes),
             (offset_deltas, offset_delta_sizes),
             (key_lengths, key_length_sizes),
-        ]
+        ],
+        n,
     )
-    middle = _varint_fields_binary([(value_lengths, value_length_sizes)])
+    middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
     suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
 
     compressed = options.compression is not Compression.NONE
@@ -742,11 +828,9 @@ def encode_records(
             null_handling="replace",
             null_replacement=b"",
         )
-        data = _data_buffer(joined)
+        out = _data_bytes(joined)
         positions = np.zeros(batch_count, dtype=np.int64)
         np.cumsum(sizes[:-1], out=positions[1:])
-        total = int(positions[-1] + sizes[-1])
-        out = np.frombuffer(data, dtype=np.uint8, count=total)
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
             out = out.copy()
         _fill_crcs(out, positions, sizes)
@@ -773,7 +857,7 @@ def encode_records(
         null_handling="replace",
         null_replacement=b"",
     )
-    data = memoryview(_data_buffer(joined))
+    data = memoryview(_data_bytes(joined))
     region_offsets = np.zeros(batch_count + 1, dtype=np.int64)
     np.cumsum(region_sizes, out=region_offsets[1:])
     codec, level = options.compression, options.compression_level
@@ -806,12 +890,12 @@ def encode_records(
     )
 
 
-def _data_buffer(joined: pa.Array) -> pa.Buffer:
-    """The data buffer of a large_binary array, starting at its first element."""
+def _data_bytes(joined: pa.Array) -> np.ndarray:
+    """The data of a large_binary array as a uint8 numpy array (writable when Arrow allows)."""
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
     first = int(offsets[joined.offset])
     last = int(offsets[joined.offset + len(joined)])
-    return joined.buffers()[2].slice(first, last - first)
+    return np.frombuffer(joined.buffers()[2], dtype=np.uint8, count=last - first, offset=first)
 
 
 def _check_sizes(sizes: np.ndarray, starts: np.ndarray, base_offset: int, limit: int) -> None:

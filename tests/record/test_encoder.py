@@ -442,3 +442,21 @@ def test_chunked_table_and_sliced_arrays():
     ).slice(1)
     encoded = encode_records(big)
     assert bytes(encoded.buffer) == scalar_batches(big, encoded)
+
+
+def test_vectorized_varint_words_and_sizes_match_scalar():
+    from kafkalog_core.record.encoder import _varint_words, varint_size_array
+    from kafkalog_core.record.varint import encode_varint
+
+    values = [0, 1, -1, 63, -64, 64, -65, 8191, -8192, 8192, 2**20, 2**27, 2**31 - 1, -(2**31)]
+    values += [2**34, -(2**40), 2**48 - 1, 2**55 - 1, -(2**55)]
+    array = np.array(values, dtype=np.int64)
+    sizes = varint_size_array(array)
+    assert sizes.tolist() == [len(encode_varint(v)) for v in values]
+    for width in range(1, 9):
+        fits = [v for v in values if len(encode_varint(v)) <= width]
+        words = _varint_words(np.array(fits, dtype=np.int64), width)
+        for v, w in zip(fits, words.tolist(), strict=True):
+            encoded = encode_varint(v)
+            assert int(w).to_bytes(8, "little")[: len(encoded)] == encoded, (v, width)
+            assert int(w) >> (8 * len(encoded)) == 0, (v, width)

@@ -1,0 +1,107 @@
+"""Benchmark: encode 1,000,000 records with kafkalog's encoder vs kafka-python's builder.
+
+Not a test. Run from the repo root:
+
+    .venv/bin/python bench/encode.py [--records 1000000] [--kafka-python-records 100000]
+
+Records: 16-byte random keys, 100-byte random values, increasing timestamps, no headers.
+Batch targets 16 KiB and 1 MiB. kafka-python (pure Python, one record at a time) is timed on a
+subset and reported per record; our encoder is timed on all records (median of several runs
+after a warm-up, so page faults of the first large allocation are not what is measured).
+kafka-python gets exactly the batch boundaries our encoder chose, so both write the same batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from kafkalog_core.record.batch import Compression
+from kafkalog_core.record.encoder import BatchOptions, encode_records
+
+
+def make_table(n: int, seed: int = 1) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 256, 16 * n, dtype=np.uint8)
+    values = rng.integers(0, 256, 100 * n, dtype=np.uint8)
+
+    def binary(width: int, data: np.ndarray) -> pa.Array:
+        offsets = np.arange(n + 1, dtype=np.int32) * width
+        return pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+
+    timestamps = 1_700_000_000_000 + np.arange(n, dtype=np.int64)
+    return pa.table(
+        {"key": binary(16, keys), "value": binary(100, values), "timestamp": timestamps}
+    )
+
+
+def time_ours(table: pa.Table, options: BatchOptions, repeat: int) -> tuple[float, object]:
+    encoded = encode_records(table, options=options)  # warm-up
+    times = []
+    for _ in range(repeat):
+        del encoded
+        start = time.perf_counter()
+        encoded = encode_records(table, options=options)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), encoded
+
+
+def time_kafka_python(table: pa.Table, counts: np.ndarray, limit: int) -> tuple[float, int]:
+    """kafka-python's DefaultRecordBatchBuilder over our batch boundaries, first `limit` records."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    keys = table.column("key").to_pylist()[:limit]
+    values = table.column("value").to_pylist()[:limit]
+    timestamps = table.column("timestamp").to_pylist()[:limit]
+    start = time.perf_counter()
+    i = 0
+    for count in counts.tolist():
+        if i >= limit:
+            break
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
+        for delta in range(min(count, limit - i)):
+            builder.append(delta, timestamps[i], keys[i], values[i], [])
+            i += 1
+        builder.build()
+    return time.perf_counter() - start, i
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--kafka-python-records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    table = make_table(args.records)
+    print(f"records: {args.records:,} (16 B keys, 100 B values, no headers)")
+    for target in (16 * 1024, 1024 * 1024):
+        options = BatchOptions(max_batch_bytes=target)
+        ours, encoded = time_ours(table, options, args.repeat)
+        kp_time, kp_n = time_kafka_python(table, encoded.record_counts, args.kafka_python_records)
+        our_rate = args.records / ours
+        kp_rate = kp_n / kp_time
+        print(
+            f"batch {target // 1024:>5} KiB: {len(encoded):>6} batches, {encoded.total_bytes / 1e6:.1f} MB | "
+            f"kafkalog {our_rate / 1e6:6.2f} M rec/s ({ours * 1000:.0f} ms) | "
+            f"kafka-python {kp_rate / 1e6:6.3f} M rec/s (timed on {kp_n:,} records) | "
+            f"ratio {our_rate / kp_rate:5.1f}x"
+        )
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
+        options = BatchOptions(max_batch_bytes=16 * 1024, compression=codec)
+        ours, encoded = time_ours(table, options, max(1, args.repeat // 2))
+        print(
+            f"batch    16 KiB {codec.kafka_name:>6}: kafkalog {args.records / ours / 1e6:6.2f} M rec/s "
+            f"({ours * 1000:.0f} ms, {encoded.total_bytes / 1e6:.1f} MB out)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
