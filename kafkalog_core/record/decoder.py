@@ -14,6 +14,7 @@ batch is then re-parsed alone to produce a precise message).
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from kafkalog_core.record.batch import (
     is_valid,
     iter_batch_headers,
 )
-from kafkalog_core.record.varint import decode_varint
+from kafkalog_core.record.varint import decode_varint, encode_varint
 
 __all__ = [
     "HEADERS_TYPE",
@@ -341,6 +342,11 @@ def _record_starts(
             if b & 1:
                 raise _Corrupt(i, "negative record length")
             size = 1 + (b >> 1)
+        elif pos + 1 < end and data[pos + 1] < 0x80:  # 2-byte length: records of 64..8191 bytes
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            if u & 1:
+                raise _Corrupt(i, "negative record length")
+            size = 2 + (u >> 1)
         else:
             try:
                 length, after = decode_varint(data, pos)
@@ -380,19 +386,38 @@ def _record_starts(
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
+@functools.lru_cache(maxsize=1024)
+def _length_prefix(size: int) -> np.ndarray | None:
+    """The length varint every record of exactly `size` bytes starts with."""
+    for width in range(1, 6):
+        expected = encode_varint(size - width)
+        if len(expected) == width:
+            return np.frombuffer(expected, np.uint8)
+    return None
+
+
 def _speculate(
     arr: np.ndarray, pos: int, end: int, i: int, count: int, size: int, pieces: list[np.ndarray]
 ) -> tuple[int, int]:
-    """Accept as many following records of exactly `size` bytes as the bytes confirm."""
+    """Accept as many following records of exactly `size` bytes as the bytes confirm.
+
+    A record of `size` bytes starts with one specific length varint, so confirming a guessed
+    start is comparing one or two bytes, not decoding a varint.
+    """
+    pattern = _length_prefix(size)
+    if pattern is None:
+        return pos, i
+    width = pattern.shape[0]
     chunk = 64
     while i < count:
         m = min(chunk, count - i, (end - pos) // size)
         if m <= 0:
             return pos, i
         cand = pos + size * np.arange(m, dtype=np.int64)
-        lengths, sizes = _varints(arr, cand, end, 5, strict=False)
-        ok = (lengths + sizes == size) & (sizes > 0)
-        bad = int(np.argmin(ok)) if not ok.all() else m
+        ok = arr[cand] == pattern[0]
+        for k in range(1, width):
+            ok &= arr[cand + k] == pattern[k]
+        bad = m if ok.all() else int(np.argmin(ok))
         if bad:
             pieces.append(cand[:bad])
             pos += size * bad
@@ -404,47 +429,48 @@ def _speculate(
 
 
 def _varints(
-    arr: np.ndarray, pos: np.ndarray, limit: int, max_bytes: int, *, strict: bool = True
+    arr: np.ndarray, pos: np.ndarray, limit: int, max_bytes: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Decode zig-zag varints at `pos` (all < `limit`); only still-continuing ones take another pass.
+    """Decode zig-zag varints at `pos` (all must lie below `limit`). Returns (values, sizes).
 
-    Returns (values int64, sizes int64). With `strict=False` a bad varint gets size 0 instead of
-    raising (used while guessing record starts).
+    While every varint still continues, a byte pass works on whole arrays; after that only the
+    still-continuing ones are gathered again, so typical 1-2 byte fields cost one or two passes.
     """
     n = pos.shape[0]
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    if int(pos.max()) >= limit or int(pos.min()) < 0:
-        if not strict:
-            return np.zeros(n, np.int64), np.zeros(n, np.int64)
+    highest = int(pos.max())
+    if highest >= limit or int(pos.min()) < 0:
         bad = int(np.flatnonzero((pos >= limit) | (pos < 0))[0])
         raise _Corrupt(bad, "a varint lies outside the records")
     b = arr[pos]
     value = (b & 0x7F).astype(np.uint64)
-    size = np.ones(n, np.int64)
-    idx = np.flatnonzero(b & 0x80)
+    more = b >= 0x80
     k = 1
-    while idx.size:
+    while more.all():  # dense phase
         if k >= max_bytes:
-            if not strict:
-                size[idx] = 0
-                break
+            raise _Corrupt(0, f"varint is too long (more than {max_bytes} bytes)")
+        if highest + k >= limit:
+            bad = int(np.flatnonzero(pos + k >= limit)[0])
+            raise _Corrupt(bad, "a varint runs past the end of the records")
+        b = arr[pos + k]
+        value |= (b & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        more = b >= 0x80
+        k += 1
+    size = np.full(n, k, np.int64)
+    idx = np.flatnonzero(more)
+    while idx.size:  # sparse phase
+        if k >= max_bytes:
             raise _Corrupt(int(idx[0]), f"varint is too long (more than {max_bytes} bytes)")
         p = pos[idx] + k
-        beyond = p >= limit
-        if beyond.any():
-            if not strict:
-                size[idx[beyond]] = 0
-                idx = idx[~beyond]
-                p = p[~beyond]
-                if not idx.size:
-                    break
-            else:
-                raise _Corrupt(int(idx[beyond][0]), "a varint runs past the end of the records")
+        if int(p.max()) >= limit:
+            raise _Corrupt(
+                int(idx[np.argmax(p >= limit)]), "a varint runs past the end of the records"
+            )
         b = arr[p]
         value[idx] |= (b & 0x7F).astype(np.uint64) << np.uint64(7 * k)
         size[idx] += 1
-        idx = idx[(b & 0x80) != 0]
+        idx = idx[b >= 0x80]
         k += 1
     signed = (value >> np.uint64(1)).view(np.int64) ^ -(value & np.uint64(1)).view(np.int64)
     return signed, size
@@ -483,7 +509,9 @@ def _binary_from_spans(
                 chunk = arr[s : min(total, s + _INLINE)]
                 head[row] = 0
                 head[row, : chunk.shape[0]] = chunk
-        head *= np.arange(_INLINE) < lens[:, None]
+        short = lens < _INLINE
+        if short.any():  # inline values are zero-padded
+            head[short] *= np.arange(_INLINE) < lens[short, None]
         views[:, 4:16] = head
         words = views.view(np.int32)
         words[:, 0] = lens
