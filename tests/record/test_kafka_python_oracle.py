@@ -127,7 +127,7 @@ def test_uncompressed_bytes_equal_kafka_python_builder():
         for i in range(n)
     ]
     timestamps = [int(t) for t in 1_600_000_000_000 + np.cumsum(rng.integers(-50, 200, n))]
-    headers = [[("k%d" % j, None if j == 1 else b"v" * j) for j in range(i % 4)] for i in range(n)]
+    headers = [[(f"k{j}", None if j == 1 else b"v" * j) for j in range(i % 4)] for i in range(n)]
     encoded = encode_records(
         table_of(keys, values, timestamps, headers),
         options=BatchOptions(partition_leader_epoch=0, max_batch_bytes=16 * 1024),
