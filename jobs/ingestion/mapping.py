@@ -1,0 +1,650 @@
+"""Source rows -> Kafka records: a pure DataFrame -> DataFrame transform, validated per row.
+
+`map_records(df, config)` returns exactly:
+
+    topic string, partition int, key binary, value binary,
+    headers array<struct<key: string, value: binary>>, timestamp bigint (ms; -1 = none),
+    _kl_order struct<o0, o1, ..., pos: bigint>
+
+Sort a partition's rows by `_kl_order` (ascending) to get its offsets: `o0..` are the
+configured `ordering` expressions and `pos` is the source row id (monotonically_increasing_id
+taken right after reading, stable for the same input files and split settings), so ties are
+broken deterministically and the same input always yields the same offsets.
+
+Two stages:
+1. Spark expressions (checked against the source schema on the driver, so a missing column or a
+   bad expression is a `ConfigError` naming the mapping setting before any job runs): topic,
+   key/value bytes in their format, headers, timestamp in ms, explicit partition, ordering.
+2. One `mapInArrow` over Arrow batches (no Row iteration): Kafka's default partitioner via the
+   core's vectorized `partition_for_keys` (murmur2, identical to the Java producer), the
+   deterministic rule for null keys (see `PartitionMapping`), and the per-row checks: topic name
+   (Kafka's rules) and configured, partition in range, key present on compacted topics,
+   timestamp present and >= 0 (CreateTime), and the record alone in a batch within
+   max.message.bytes (uncompressed topics; compressed sizes are the encoder's to check).
+
+A row failing a check either fails the job with the reason and the offending record
+(`ERROR_PREFIX` in a Spark error, see `invalid_record_error`), or, with `output.reject_path`,
+goes to the rejects DataFrame with its reason (`map_records_with_rejects`). Never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.ingestion.config import FieldMapping, IngestConfig
+from kafkalog_core.errors import ConfigError, InvalidRecordError, InvalidTopicError
+from kafkalog_core.log.names import validate_topic_name
+from kafkalog_core.partitioner import partition_for_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = [
+    "ERROR_COLUMN",
+    "ERROR_PREFIX",
+    "ORDER_COLUMN",
+    "POSITION_COLUMN",
+    "RECORD_COLUMNS",
+    "MappedRecords",
+    "invalid_record_error",
+    "map_records",
+    "map_records_with_rejects",
+]
+
+RECORD_COLUMNS = ("topic", "partition", "key", "value", "headers", "timestamp")
+ORDER_COLUMN = "_kl_order"
+ERROR_COLUMN = "_kl_error"
+POSITION_COLUMN = "_kl_pos"
+_PARTITION_IN = "_kl_partition_in"
+ERROR_PREFIX = "kafkalog: invalid record: "
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+# Kafka's v2 batch header (RECORD_BATCH_OVERHEAD), the smallest possible batch around a record.
+_BATCH_OVERHEAD = 61
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1: Spark expressions
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def _resolve(df: DataFrame, column: Column, where: str):
+    """Analyze one expression against the source; returns its Spark type or a ConfigError."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        return df.select(column.alias("x")).schema["x"].dataType
+    except (AnalysisException, ParseException) as e:
+        raise ConfigError(f"{where}: {_first_line(e)}") from None
+
+
+def _column(df: DataFrame, name: str, where: str) -> Column:
+    from pyspark.sql import functions as F
+
+    simple = re.fullmatch(r"[^.`]+", name)
+    if simple and name not in df.columns:
+        raise ConfigError(
+            f"{where}={name!r}: column not found in the source; available: {', '.join(df.columns)}"
+        )
+    return F.col(f"`{name}`") if simple else F.col(name)
+
+
+def _base(df: DataFrame, fm: FieldMapping, where: str) -> tuple[Column, str]:
+    from pyspark.sql import functions as F
+
+    if fm.column is not None:
+        return _column(df, fm.column, f"{where}.column"), f"{where}.column"
+    if fm.expr is not None:
+        return F.expr(fm.expr), f"{where}.expr"
+    assert fm.columns is not None
+    names = [c for c in df.columns if c != POSITION_COLUMN] if fm.columns == ("*",) else fm.columns
+    return F.struct(*[_column(df, c, f"{where}.columns") for c in names]), f"{where}.columns"
+
+
+def _to_bytes(df: DataFrame, fm: FieldMapping, where: str, json_options: dict[str, str]) -> Column:
+    """A key/value mapping as Kafka bytes, in its format (serializer semantics)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    column, setting = _base(df, fm, where)
+    dtype = _resolve(df, column, setting)
+    fmt = fm.format or ("bytes" if isinstance(dtype, (T.BinaryType, T.NullType)) else "string")
+    kind = dtype.simpleString()
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("binary")
+    if fmt == "bytes":
+        if isinstance(dtype, T.BinaryType):
+            return column
+        if isinstance(dtype, T.StringType):
+            return column.cast("binary")  # UTF-8
+        raise ConfigError(f"{where}.format=bytes needs a binary or string column, not {kind}")
+    if fmt == "string":  # StringSerializer: UTF-8 of the text
+        if isinstance(dtype, T.BinaryType):
+            return column
+        if isinstance(dtype, (T.StructType, T.MapType, T.ArrayType)):
+            raise ConfigError(f"{where}.format=string cannot encode a {kind}; use format json")
+        return column.cast("string").cast("binary")
+    if fmt == "json":
+        if not isinstance(dtype, (T.StructType, T.MapType, T.ArrayType)):
+            raise ConfigError(
+                f"{where}.format=json needs a struct, map or array (or 'columns: [...]'), "
+                f"not {kind}"
+            )
+        return F.to_json(column, dict(json_options)).cast("binary")
+    if not isinstance(dtype, T.IntegralType):
+        raise ConfigError(f"{where}.format={fmt} needs an integer column, not {kind}")
+    if fmt == "long":  # LongSerializer: 8 bytes big-endian, two's complement
+        return F.unhex(F.lpad(F.hex(column.cast("bigint")), 16, "0"))
+    # IntegerSerializer: 4 bytes big-endian (values outside int fail the cast, ANSI mode)
+    return F.unhex(F.lpad(F.hex(column.cast("int").cast("bigint").bitwiseAND(0xFFFFFFFF)), 8, "0"))
+
+
+def _timestamp_ms(df: DataFrame, fm: FieldMapping) -> Column:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    column, setting = _base(df, fm, "mapping.timestamp")
+    dtype = _resolve(df, column, setting)
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_millis(column)
+    if isinstance(dtype, T.TimestampNTZType):  # wall clock read as UTC
+        epoch = F.lit("1970-01-01 00:00:00").cast("timestamp_ntz")
+        return F.timestamp_diff("MILLISECOND", epoch, column)
+    if isinstance(dtype, T.DateType):
+        return F.unix_date(column).cast("bigint") * F.lit(86_400_000)
+    if isinstance(dtype, T.IntegralType):
+        value = column.cast("bigint")
+        if fm.unit == "s":
+            return value * F.lit(1000)
+        if fm.unit == "us":
+            return F.floor(value / F.lit(1000)).cast("bigint")
+        return value
+    if isinstance(dtype, T.NullType):
+        return F.lit(None).cast("bigint")
+    raise ConfigError(
+        f"{setting}: a {dtype.simpleString()} is not a timestamp; use a timestamp, date or "
+        "integer (epoch, see unit) column, or an expr"
+    )
+
+
+def _header_value(value: Column, dtype, where: str) -> Column:
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.BinaryType, T.NullType)):
+        return value.cast("binary")
+    if isinstance(dtype, (T.StructType, T.MapType, T.ArrayType)):
+        raise ConfigError(
+            f"{where}: header values must be strings or bytes, not {dtype.simpleString()}"
+        )
+    return value.cast("string").cast("binary")
+
+
+def _headers(df: DataFrame, config: IngestConfig) -> Column:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    h = config.mapping.headers
+    parts: list[Column] = []
+    if h is not None and h.column is not None:
+        where = "mapping.headers.column"
+        column = _column(df, h.column, where)
+        dtype = _resolve(df, column, where)
+        if isinstance(dtype, T.MapType) and isinstance(dtype.keyType, T.StringType):
+            vtype = dtype.valueType
+            entries = F.transform(
+                F.map_entries(column),
+                lambda e: F.struct(
+                    e["key"].alias("key"), _header_value(e["value"], vtype, where).alias("value")
+                ),
+            )
+        elif (
+            isinstance(dtype, T.ArrayType)
+            and isinstance(dtype.elementType, T.StructType)
+            and {"key", "value"} <= set(dtype.elementType.names)
+        ):
+            vtype = dtype.elementType["value"].dataType
+            entries = F.transform(
+                column,
+                lambda e: F.struct(
+                    e["key"].cast("string").alias("key"),
+                    _header_value(e["value"], vtype, where).alias("value"),
+                ),
+            )
+        else:
+            raise ConfigError(
+                f"{where}={h.column!r}: headers need map<string, string|binary> or "
+                f"array<struct<key, value>>, not {dtype.simpleString()}"
+            )
+        parts.append(F.coalesce(entries, F.array().cast(HEADERS_TYPE)))
+    if h is not None and h.values:
+        items = []
+        for name, expr in h.values:
+            where = f"mapping.headers.values.{name}"
+            value = F.expr(expr)
+            dtype = _resolve(df, value, where)
+            items.append(
+                F.struct(
+                    F.lit(name).alias("key"), _header_value(value, dtype, where).alias("value")
+                )
+            )
+        parts.append(F.array(*items))
+    if not parts:
+        return F.array().cast(HEADERS_TYPE)
+    return (parts[0] if len(parts) == 1 else F.concat(*parts)).cast(HEADERS_TYPE)
+
+
+def _prepare(df: DataFrame, config: IngestConfig) -> DataFrame:
+    """Stage 1: every record field as a Spark expression, checked against the source schema."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    m = config.mapping
+    df = df.withColumn(POSITION_COLUMN, F.monotonically_increasing_id())
+    if m.topic.is_constant:
+        topic = F.lit(m.topic.name)
+    else:
+        setting = "mapping.topic.column" if m.topic.column else "mapping.topic.expr"
+        topic = (
+            _column(df, m.topic.column, setting) if m.topic.column else F.expr(str(m.topic.expr))
+        )
+        _resolve(df, topic, setting)
+        topic = topic.cast("string")
+
+    key = (
+        F.lit(None).cast("binary")
+        if m.key is None
+        else _to_bytes(df, m.key, "mapping.key", dict(m.json_options))
+    )
+    value = _to_bytes(df, m.value, "mapping.value", dict(m.json_options))
+    timestamp = F.lit(-1).cast("bigint") if m.timestamp is None else _timestamp_ms(df, m.timestamp)
+
+    p = m.partition
+    if p.by_key:
+        partition_in = F.lit(None).cast("int")
+    else:
+        setting = "mapping.partition.column" if p.column else "mapping.partition.expr"
+        partition_in = _column(df, p.column, setting) if p.column else F.expr(str(p.expr))
+        dtype = _resolve(df, partition_in, setting)
+        if not isinstance(dtype, T.IntegralType):
+            raise ConfigError(
+                f"{setting}: partition must be an integer, not {dtype.simpleString()}"
+            )
+        partition_in = partition_in.cast("int")
+
+    order_fields = []
+    for i, expr in enumerate(config.ordering):
+        column = F.expr(expr)
+        dtype = _resolve(df, column, f"ordering[{i}]")
+        if isinstance(dtype, (T.MapType, T.VariantType)):
+            raise ConfigError(f"ordering[{i}]={expr!r}: a {dtype.simpleString()} cannot be sorted")
+        order_fields.append(column.alias(f"o{i}"))
+    order = F.struct(*order_fields, F.col(POSITION_COLUMN).alias("pos"))
+
+    headers = _headers(df, config)
+    return df.select(
+        topic.alias("topic"),
+        key.alias("key"),
+        value.alias("value"),
+        headers.alias("headers"),
+        timestamp.alias("timestamp"),
+        partition_in.alias(_PARTITION_IN),
+        order.alias(ORDER_COLUMN),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2: Arrow batches (partitioner + per-row checks)
+
+
+@dataclass(frozen=True)
+class _TopicRules:
+    """What the per-row checks need about one topic (small and picklable)."""
+
+    partitions: int
+    compact: bool
+    log_append_time: bool
+    max_message_bytes: int | None  # None: compressed topic, size checked after compression
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the Arrow function needs; shipped to executors in its closure."""
+
+    topics: dict[str, _TopicRules]
+    defaults: _TopicRules | None
+    by_key: bool
+    null_keys: str
+
+    def rules_for(self, topic: str) -> _TopicRules | str:
+        """The topic's rules, or why its records are invalid."""
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as e:
+            return str(e)
+        rules = self.topics.get(topic, self.defaults)
+        if rules is None:
+            return f"topic {topic!r} is not configured (add it under topics, or set topic_defaults)"
+        return rules
+
+
+def _rules(spec) -> _TopicRules:
+    lc = spec.log_config
+    uncompressed = lc.codec is None or int(lc.codec) == 0
+    return _TopicRules(
+        partitions=spec.partitions,
+        compact=bool(lc.compact),
+        log_append_time=lc.message_timestamp_type == "LogAppendTime",
+        max_message_bytes=int(lc.max_message_bytes) if uncompressed else None,
+    )
+
+
+def _plan(config: IngestConfig) -> _Plan:
+    return _Plan(
+        topics={name: _rules(spec) for name, spec in config.topics.items()},
+        defaults=None if config.topic_defaults is None else _rules(config.topic_defaults),
+        by_key=config.mapping.partition.by_key,
+        null_keys=config.mapping.partition.null_keys,
+    )
+
+
+def _varint_size(values: np.ndarray) -> np.ndarray:
+    """Bytes of Kafka's zig-zag varint for each int32/int64 value."""
+    v = values.astype(np.int64)
+    z = ((v << 1) ^ (v >> 63)).view(np.uint64)
+    size = np.ones(len(v), dtype=np.int64)
+    for bits in range(7, 64, 7):
+        size += z >= (np.uint64(1) << np.uint64(bits))
+    return size
+
+
+def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(byte length with null as 0, is-null) of a binary/string array."""
+    lengths = pc.fill_null(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    nulls = arr.is_null().to_numpy(zero_copy_only=False)
+    return lengths, nulls
+
+
+def _field_size(arr: pa.Array) -> np.ndarray:
+    """Size of a length-prefixed field: varint(len) + len, or varint(-1) = 1 byte for null."""
+    lengths, nulls = _lengths(arr)
+    return np.where(nulls, 1, _varint_size(lengths) + lengths)
+
+
+def _single_record_batch_size(batch: pa.RecordBatch) -> np.ndarray:
+    """Bytes of a v2 batch holding just this record (deltas 0): the smallest it can ever be.
+
+    DefaultRecord: varint(bodySize) + attributes(1) + varlong(tsDelta)(1) + varint(offDelta)(1)
+    + key + value + varint(headerCount) + headers(varint len + key, varint len or -1 + value).
+    """
+    headers = batch.column("headers")
+    offsets = headers.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = offsets[1:] - offsets[:-1]
+    header_bytes = np.zeros(len(batch), dtype=np.int64)
+    if len(headers.values):
+        entries = headers.values
+        per_entry = _field_size(entries.field("key")) + _field_size(entries.field("value"))
+        cumulative = np.concatenate(([0], np.cumsum(per_entry)))
+        header_bytes = cumulative[offsets[1:]] - cumulative[offsets[:-1]]
+    body = (
+        3
+        + _field_size(batch.column("key"))
+        + _field_size(batch.column("value"))
+        + _varint_size(counts)
+        + header_bytes
+    )
+    return _BATCH_OVERHEAD + _varint_size(body) + body
+
+
+def _preview(value: Any, limit: int = 40) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and text.isprintable():
+            shown = repr(text[:limit]) + ("..." if len(text) > limit else "")
+        else:
+            shown = "0x" + value[:limit].hex() + ("..." if len(value) > limit else "")
+        return f"{shown} ({len(value)} bytes)"
+    return repr(value)
+
+
+def _describe_row(batch: pa.RecordBatch, i: int, partition: int) -> str:
+    pos = batch.column(ORDER_COLUMN).field("pos")[i].as_py()
+    return (
+        f"topic={batch.column('topic')[i].as_py()!r} partition={partition} "
+        f"key={_preview(batch.column('key')[i].as_py())} "
+        f"value={_preview(batch.column('value')[i].as_py())} "
+        f"timestamp={batch.column('timestamp')[i].as_py()} source row id={pos}"
+    )
+
+
+def _map_batch(batch: pa.RecordBatch, plan: _Plan, cache: dict[str, Any]) -> pa.RecordBatch:
+    """Partition and check one batch; vectorized over rows, Python only per distinct topic."""
+    n = batch.num_rows
+    reasons = np.full(n, None, dtype=object)
+
+    def flag(mask: np.ndarray, reason: Any) -> None:
+        """Record `reason` (text, or callable row -> text) for flagged rows not already bad."""
+        for i in np.flatnonzero(mask & np.equal(reasons, None)):
+            reasons[i] = reason(i) if callable(reason) else reason
+
+    # Topics: look up each distinct value once.
+    topics = batch.column("topic")
+    encoded = pc.dictionary_encode(topics)
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    names = encoded.dictionary.to_pylist()
+    rules: list[_TopicRules | str] = []
+    for name in names:
+        if name not in cache:
+            cache[name] = plan.rules_for(name)
+        rules.append(cache[name])
+    flag(codes < 0, "topic is null")
+    for t, r in enumerate(rules):
+        if isinstance(r, str):
+            flag(codes == t, r)
+    good_topics = [t for t, r in enumerate(rules) if not isinstance(r, str)]
+
+    def per_topic(attr: str, default: Any, dtype: Any) -> np.ndarray:
+        out = np.full(n, default, dtype=dtype)
+        for t in good_topics:
+            value = getattr(rules[t], attr)
+            out[codes == t] = default if value is None else value
+        return out
+
+    nparts = per_topic("partitions", 0, np.int64)
+    compact = per_topic("compact", False, bool)
+    log_append = per_topic("log_append_time", False, bool)
+    max_bytes = per_topic("max_message_bytes", -1, np.int64)
+    positions = batch.column(ORDER_COLUMN).field("pos").to_numpy(zero_copy_only=False)
+
+    # Partition.
+    keys = batch.column("key")
+    key_null = keys.is_null().to_numpy(zero_copy_only=False)
+    partition = np.full(n, -1, dtype=np.int64)
+    if plan.by_key:
+        values = batch.column("value")
+        for t in good_topics:
+            rows = codes == t
+            count = int(rules[t].partitions)  # type: ignore[union-attr]
+            whole = bool(rows.all())
+            partition[rows] = partition_for_keys(keys if whole else keys.filter(rows), count)
+            spread = rows & key_null
+            if spread.any():
+                if plan.null_keys == "round_robin":
+                    partition[spread] = positions[spread] % count
+                else:
+                    chosen = values.filter(pa.array(spread))
+                    partition[spread] = partition_for_keys(pc.fill_null(chosen, b""), count)
+    else:
+        given = batch.column(_PARTITION_IN)
+        missing = given.is_null().to_numpy(zero_copy_only=False)
+        partition = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        flag(missing, "partition is null")
+        has_topic = codes >= 0
+        bad = has_topic & (nparts > 0) & ((partition < 0) | (partition >= nparts)) & ~missing
+        flag(
+            bad,
+            lambda i: (
+                f"partition {partition[i]} is out of range for topic "
+                f"{names[codes[i]]!r} with {nparts[i]} partitions"
+            ),
+        )
+
+    # Keys on compacted topics.
+    flag(
+        compact & key_null,
+        lambda i: f"null key on compacted topic {names[codes[i]]!r} (cleanup.policy=compact)",
+    )
+
+    # Timestamps: CreateTime needs one >= 0; LogAppendTime ignores it (-1 when absent).
+    ts_arr = batch.column("timestamp")
+    ts_null = ts_arr.is_null().to_numpy(zero_copy_only=False)
+    ts = ts_arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    create = (codes >= 0) & ~log_append
+    flag(create & ts_null, "timestamp is null (message.timestamp.type=CreateTime)")
+    flag(create & ~ts_null & (ts < 0), lambda i: f"negative timestamp {ts[i]}")
+
+    # Size: the record alone in a batch must fit max.message.bytes (uncompressed topics).
+    checked = max_bytes >= 0
+    if checked.any():
+        size = _single_record_batch_size(batch)
+        flag(
+            checked & (size > max_bytes),
+            lambda i: (
+                f"record of {size[i]} bytes (as a single-record batch) exceeds "
+                f"max.message.bytes={max_bytes[i]} of topic {names[codes[i]]!r}"
+            ),
+        )
+
+    bad_rows = np.flatnonzero(np.not_equal(reasons, None))
+    messages: list[str | None] = [None] * n
+    for i in bad_rows:
+        messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
+    text_type = topics.type if pa.types.is_large_string(topics.type) else pa.string()
+    return pa.RecordBatch.from_arrays(
+        [
+            topics,
+            pa.array(partition.astype(np.int32), pa.int32()),
+            keys,
+            batch.column("value"),
+            batch.column("headers"),
+            pa.array(ts, pa.int64()),
+            batch.column(ORDER_COLUMN),
+            pa.array(messages, text_type),
+        ],
+        names=[*RECORD_COLUMNS, ORDER_COLUMN, ERROR_COLUMN],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+@dataclass(frozen=True)
+class MappedRecords:
+    """All mapped rows with their check result, and the two views of them.
+
+    `mapped` holds every row plus `_kl_error` (null = valid): persist it if you use both views,
+    or the source is read twice.
+    """
+
+    mapped: DataFrame
+    records: DataFrame  # valid rows: RECORD_COLUMNS + ORDER_COLUMN
+    rejects: DataFrame  # invalid rows: error, RECORD_COLUMNS, source_row_id
+
+
+def _map_all(df: DataFrame, config: IngestConfig) -> DataFrame:
+    from pyspark.sql import types as T
+
+    prepared = _prepare(df, config)
+    order_type = prepared.schema[ORDER_COLUMN].dataType
+    headers_type = T.ArrayType(
+        T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+    )
+    schema = T.StructType(
+        [
+            T.StructField("topic", T.StringType()),
+            T.StructField("partition", T.IntegerType()),
+            T.StructField("key", T.BinaryType()),
+            T.StructField("value", T.BinaryType()),
+            T.StructField("headers", headers_type),
+            T.StructField("timestamp", T.LongType()),
+            T.StructField(ORDER_COLUMN, order_type),
+            T.StructField(ERROR_COLUMN, T.StringType()),
+        ]
+    )
+    plan = _plan(config)
+
+    def map_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        cache: dict[str, Any] = {}
+        for batch in batches:
+            yield _map_batch(batch, plan, cache)
+
+    return prepared.mapInArrow(map_partition, schema)
+
+
+def map_records_with_rejects(df: DataFrame, config: IngestConfig) -> MappedRecords:
+    """Map and split: valid records, and rejected rows with the reason (for output.reject_path)."""
+    from pyspark.sql import functions as F
+
+    mapped = _map_all(df, config)
+    records = mapped.where(F.col(ERROR_COLUMN).isNull()).select(*RECORD_COLUMNS, ORDER_COLUMN)
+    rejects = mapped.where(F.col(ERROR_COLUMN).isNotNull()).select(
+        F.col(ERROR_COLUMN).alias("error"),
+        *RECORD_COLUMNS,
+        F.col(f"{ORDER_COLUMN}.pos").alias("source_row_id"),
+    )
+    return MappedRecords(mapped, records, rejects)
+
+
+def map_records(df: DataFrame, config: IngestConfig) -> DataFrame:
+    """Source rows -> validated Kafka records (schema in the module docstring).
+
+    Without `config.reject_path`, the first invalid row fails the Spark job with
+    `ERROR_PREFIX` + reason + the record (see `invalid_record_error`). With it, invalid rows are
+    left out here; get them from `map_records_with_rejects(...).rejects`.
+    """
+    from pyspark.sql import functions as F
+
+    if config.reject_path is not None:
+        return map_records_with_rejects(df, config).records
+    mapped = _map_all(df, config)
+    failure = F.raise_error(F.concat(F.lit(ERROR_PREFIX), F.col(ERROR_COLUMN)))
+    # The check is tied to `partition`, which every consumer of these rows reads.
+    partition = F.when(F.col(ERROR_COLUMN).isNull(), F.col("partition")).otherwise(
+        failure.cast("int")
+    )
+    columns = [partition.alias(c) if c == "partition" else F.col(c) for c in RECORD_COLUMNS]
+    return mapped.select(*columns, F.col(ORDER_COLUMN))
+
+
+_RAISED = re.compile(re.escape(ERROR_PREFIX) + r"(.*?)(?:\s+SQLSTATE: \w+)?\s*$", re.S)
+
+
+def invalid_record_error(error: BaseException) -> InvalidRecordError | None:
+    """The InvalidRecordError inside a Spark failure caused by `map_records`, else None.
+
+    Jobs catch the Spark exception and print `str(...)` of this as their one error line.
+    """
+    text = str(error)
+    start = text.find(ERROR_PREFIX)
+    if start < 0:
+        return None
+    line = text[start:].splitlines()[0]
+    match = _RAISED.match(line)
+    reason = match.group(1) if match else line[len(ERROR_PREFIX) :]
+    return InvalidRecordError(reason.strip())
