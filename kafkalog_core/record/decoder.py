@@ -15,7 +15,6 @@ batch is then re-parsed alone to produce a precise message).
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,6 +34,11 @@ from kafkalog_core.record.batch import (
     ensure_valid,
     is_valid,
     iter_batch_headers,
+)
+from kafkalog_core.record.control import (
+    ControlRecordType,
+    parse_control_record_key,
+    parse_end_txn_marker_value,
 )
 from kafkalog_core.record.varint import decode_varint, encode_varint
 
@@ -85,46 +89,28 @@ class _Corrupt(Exception):
 # control records (§1.5)
 # ---------------------------------------------------------------------------------------------
 
-_CONTROL_KEY = struct.Struct(">hh")
-_END_TXN_VALUE = struct.Struct(">hi")
-
 
 @dataclass(frozen=True, slots=True)
 class ControlRecord:
-    """The record of a control batch: its type and, for COMMIT/ABORT markers, the coordinator epoch.
+    """The record of a control batch: its type and, for COMMIT/ABORT markers, the coordinator epoch."""
 
-    `type` is the raw control record type (0 ABORT, 1 COMMIT, 2.. KRaft types, -1 unknown).
-    """
-
-    type: int
-    version: int
+    type: ControlRecordType
     coordinator_epoch: int | None
 
     @property
     def is_end_txn_marker(self) -> bool:
-        return self.type in (0, 1)
+        return self.type in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 
 
 def _parse_control(key: bytes | None, value: bytes | None, where: str) -> ControlRecord:
-    if key is None or len(key) < _CONTROL_KEY.size:
-        raise CorruptRecordError(f"{where}: control record key has fewer than 4 bytes")
-    version, ctype = _CONTROL_KEY.unpack_from(key)
-    if version < 0:
-        raise CorruptRecordError(f"{where}: negative control record key version {version}")
-    if ctype not in range(0, 7):
-        ctype = -1
-    epoch = None
-    if ctype in (0, 1):
-        if value is None or len(value) < _END_TXN_VALUE.size:
-            raise CorruptRecordError(
-                f"{where}: end transaction marker value has fewer than 6 bytes"
-            )
-        value_version, epoch = _END_TXN_VALUE.unpack_from(value)
-        if value_version < 0:
-            raise CorruptRecordError(
-                f"{where}: negative end transaction marker version {value_version}"
-            )
-    return ControlRecord(type=ctype, version=version, coordinator_epoch=epoch)
+    try:
+        ctype = parse_control_record_key(key)
+        epoch = None
+        if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            epoch = parse_end_txn_marker_value(value)
+    except CorruptRecordError as error:
+        raise CorruptRecordError(f"{where}: {error}") from None
+    return ControlRecord(type=ctype, coordinator_epoch=epoch)
 
 
 # ---------------------------------------------------------------------------------------------
