@@ -1,0 +1,41 @@
+"""The files of a partition directory and a log dir (KAFKA_LOG_FACTS.md §2-§9).
+
+Public API of the log engine; index, checkpoint and producer-state types live in their modules.
+"""
+
+from kafkalog_core.log.log_manager import LogDirLoadReport, LogManager
+from kafkalog_core.log.partition_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    LoadReport,
+    PartitionLog,
+)
+from kafkalog_core.log.segment import (
+    FetchDataInfo,
+    LogOffsetPosition,
+    LogSegment,
+    RollParams,
+    TimestampAndOffset,
+    TxnTracker,
+    verify_time_index,
+)
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "FetchDataInfo",
+    "LoadReport",
+    "LogDirLoadReport",
+    "LogManager",
+    "LogOffsetPosition",
+    "LogSegment",
+    "PartitionLog",
+    "RollParams",
+    "TimestampAndOffset",
+    "TxnTracker",
+    "verify_time_index",
+]
