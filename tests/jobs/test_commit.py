@@ -15,12 +15,15 @@ from jobs.ingestion.commit import (
     RunInfo,
     TaskManifest,
     cleanup_stale_staging,
+    copy_segment_for_continuation,
+    finalize_task_staging,
     journal_path,
     meta_root,
     plan_publish,
     publish,
     read_manifest,
     read_partition_state,
+    recover_interrupted_publish,
     scan_existing_state,
     segment_file_name,
     staging_root,
@@ -334,3 +337,97 @@ def test_scan_skips_non_partition_dirs_and_refuses_leftover_swaps(root: Path) ->
     (root / "orders-0" / (segment_file_name(2, "log") + ".swap")).write_bytes(b"")
     with pytest.raises(Exception, match="unfinished swap files"):
         scan_existing_state(root)
+
+
+# --- real segments written by the core's PartitionLog -------------------------------------------
+def _records(start: int, n: int):
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "key": [f"k{i}".encode() for i in range(start, start + n)],
+            "value": [f"value-{i}".encode() * 3 for i in range(start, start + n)],
+            "timestamp": list(range(1_000 + start, 1_000 + start + n)),
+        }
+    )
+
+
+def _stage_with_partition_log(root: Path, run_id: str, config, first: int, n: int, state=None):
+    from kafkalog_core.log.partition_log import PartitionLog
+
+    task = task_staging_dir(root, run_id, "orders-0-r0", 0)
+    directory = task / "orders-0"
+    cont = state.segment_to_continue(config.segment_bytes) if state else None
+    if cont is not None:
+        directory.mkdir()
+        copy_segment_for_continuation(root, "orders", 0, cont, directory)
+        log = PartitionLog.open(directory, config, had_clean_shutdown=True, leader_epoch=0)
+    else:
+        log = PartitionLog.create(directory, config, base_offset=first, leader_epoch=0)
+    assert log.log_end_offset == first
+    for i in range(first, first + n, 7):  # several appends, so the log rolls by segment.bytes
+        log.append_records(_records(i, min(7, first + n - i)), max_batch_bytes=200)
+    log.close()
+    return finalize_task_staging(
+        directory,
+        run_id=run_id,
+        task_key="orders-0-r0",
+        attempt_id=0,
+        topic="orders",
+        partition=0,
+        range_index=0,
+        first_offset=first,
+        next_offset=first + n,
+        record_count=n,
+        replaces=cont,
+        leader_epoch=0,
+    )
+
+
+def test_real_partition_log_segments_published_and_continued(tmp_path: Path) -> None:
+    from kafkalog_core.config import LogConfig
+    from kafkalog_core.log.partition_log import PartitionLog
+    from tests.jobs.commit_helpers import copy_tree
+
+    config = LogConfig.from_dict({"segment.bytes": "1500"})
+    work = tmp_path / "work"
+    root = work / "logs"
+    publish(_plan(root, "r1", [_stage_with_partition_log(root, "r1", config, 0, 40)], state={}))
+    state = scan_existing_state(root)
+    assert state[("orders", 0)].log_end_offset == 40
+    assert len(state[("orders", 0)].segment_bases) > 1  # rolled
+    m = _stage_with_partition_log(root, "r2", config, 40, 30, state=state[("orders", 0)])
+    assert m.replaces == state[("orders", 0)].last_segment_base
+    plan = _plan(root, "r2", [m], state=state)
+    template = tmp_path / "template"
+    copy_tree(work, template)
+    steps: list[str] = []
+    publish(plan, hook=steps.append)
+
+    def values(directory: Path) -> list[bytes]:
+        with PartitionLog.open(directory, config) as log:
+            return log.read_records().column("value").to_pylist()
+
+    new_bytes = visible(root)  # before any reader opens (and so touches) the dir
+    assert read_partition_state(root / "orders-0").log_end_offset == 70
+    expected = [f"value-{i}".encode() * 3 for i in range(70)]
+    copy_tree(root / "orders-0", tmp_path / "reader" / "orders-0")
+    assert values(tmp_path / "reader" / "orders-0") == expected
+
+    # Our own loader, after a crash before any step: the old or the new log, never a mix.
+    for step in steps:
+        copy_tree(template, work)
+
+        def crash(current: str, step=step) -> None:
+            if current == step:
+                raise RuntimeError(step)
+
+        with pytest.raises(RuntimeError):
+            publish(plan, hook=crash)
+        probe = tmp_path / "probe" / "orders-0"
+        copy_tree(root / "orders-0", probe)
+        assert values(probe) in (expected[:40], expected), step
+        recover_interrupted_publish(root) or publish(plan)
+        now = visible(root)
+        diff = [(d, n) for d in now for n in now[d] if now[d].get(n) != new_bytes.get(d, {}).get(n)]
+        assert now == new_bytes, (step, diff, set(new_bytes["orders-0"]) - set(now["orders-0"]))
