@@ -528,12 +528,30 @@ def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]], n: int) -
     """Concatenated zig-zag varints per row, e.g. [(lengths, sizes), (deltas, sizes), ...].
 
     A field may be given as 1-element arrays (the same value for every row). Rows of up to 12
-    bytes are composed as little-endian words (fields packed into groups of <= 8 bytes, at most
-    two groups) and handed to Arrow as inline binary_view values; anything longer takes the
-    slower byte-matrix path.
+    bytes are composed as little-endian words and handed to Arrow as inline binary_view values;
+    anything longer takes the slower byte-matrix path.
     """
     if n == 0:
         return pa.array([], pa.large_binary())
+    return _prefix_binary(fields, _varint_fields_words(fields, n), n)
+
+
+def _prefix_binary(
+    fields: list[tuple[np.ndarray, np.ndarray]],
+    words: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None,
+    n: int,
+) -> pa.Array:
+    """Varint fields as Arrow values: inline views when composed as words, else byte matrix."""
+    if words is None:
+        return _matrix_to_binary(fields, sum(np.broadcast_to(s, (n,)) for _, s in fields))
+    return _views_to_binary(*words)
+
+
+def _varint_fields_words(
+    fields: list[tuple[np.ndarray, np.ndarray]], n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(total size, low word, high word) of each row's concatenated varints, or None when a row
+    needs more than 12 bytes. Fields are packed into at most two groups of <= 8 bytes."""
     total = np.zeros(n, dtype=np.int64)
     max_sizes = []
     for _, sizes in fields:
@@ -549,7 +567,7 @@ def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]], n: int) -
         groups[-1].append(i)
         width += m
     if int(total.max()) > _VIEW_INLINE_MAX or max(max_sizes) > 8 or len(groups) > 2:
-        return _matrix_to_binary(fields, total)
+        return None
     words = []
     group_sizes = []
     for group in groups:
@@ -571,7 +589,134 @@ def _varint_fields_binary(fields: list[tuple[np.ndarray, np.ndarray]], n: int) -
     if len(words) == 2:
         lo = lo | (words[1] << group_sizes[0])
         hi = words[1] >> (np.uint64(64) - group_sizes[0])
-    return _views_to_binary(total, lo, hi)
+    return total, lo, hi
+
+
+# Out-of-line binary_view value: length, first 4 bytes, data buffer index, offset in that buffer.
+_VIEW_REF_DTYPE = np.dtype(
+    [("length", "<i4"), ("prefix", "<u4"), ("buffer", "<i4"), ("offset", "<i4")]
+)
+_START_ROW = 80  # side-buffer bytes per batch start: lead byte, 61-byte header, prefix (<= 12)
+
+
+def _plain(column: pa.Array, extra_rows: int = 0) -> pa.Array:
+    """The same large_binary values without a validity bitmap, plus `extra_rows` empty rows.
+
+    Zero-copy for the data, only offsets are rebuilt. A null must contribute no bytes (its
+    length is written as -1 in the prefix); Arrow nulls normally span nothing, and a null that
+    does span bytes is cleared first.
+    """
+    n = len(column)
+    if column.null_count:
+        spans = np.diff(
+            np.frombuffer(column.buffers()[1], dtype=np.int64)[
+                column.offset : column.offset + n + 1
+            ]
+        )
+        if np.any(spans[column.is_null().to_numpy(zero_copy_only=False)] != 0):
+            column = column.fill_null(b"")
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[
+        column.offset : column.offset + n + 1
+    ]
+    if extra_rows:
+        offsets = np.concatenate((offsets, np.full(extra_rows, offsets[-1], dtype=np.int64)))
+    return pa.Array.from_buffers(
+        pa.large_binary(), n + extra_rows, [None, pa.py_buffer(offsets), column.buffers()[2]]
+    )
+
+
+def _join_without_headers(
+    keys: pa.Array,
+    values: pa.Array,
+    prefix_words: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    middle: pa.Array,
+    header_rows: np.ndarray,
+    starts: np.ndarray,
+) -> np.ndarray | None:
+    """The whole uncompressed log (CRCs still 0) from one 4-input element-wise join.
+
+    Row i of the first input is the previous record's headersCount byte (0x00), then for a
+    batch's first record its 61-byte header, then record i's prefix; one extra row carries the
+    last record's headersCount. Fewer pieces per record keep Arrow's per-piece cost down.
+    Returns None when a row does not fit an inline view (the general path then runs).
+    """
+    total, lo, hi = prefix_words
+    n = total.shape[0]
+    if int(total.max()) + 1 > _VIEW_INLINE_MAX:
+        return None
+    lo = np.broadcast_to(lo, (n,))
+    hi = np.zeros(n, dtype=np.uint64) if hi is None else np.broadcast_to(hi, (n,))
+    views = np.zeros(n + 1, dtype=_VIEW_DTYPE)
+    lengths = views["length"]
+    lengths[:n] = total
+    lengths[1:] += 1
+    views["lo"][0] = lo[0]
+    views["hi"][0] = hi[0]
+    views["lo"][1:n] = lo[1:] << np.uint64(8)  # lead byte 0x00 first: shift the prefix up a byte
+    views["hi"][1:n] = (hi[1:] << np.uint64(8)) | (lo[1:] >> np.uint64(56))
+    # a batch's first record: an out-of-line value in a side buffer [lead | header | prefix]
+    batch_count = starts.shape[0]
+    side = np.zeros((batch_count, _START_ROW), dtype=np.uint8)
+    side[:, 1 : 1 + RECORD_BATCH_OVERHEAD] = header_rows.view(np.uint8).reshape(batch_count, -1)
+    words = np.empty((batch_count, 2), dtype="<u8")
+    words[:, 0] = lo[starts]
+    words[:, 1] = hi[starts]
+    side[:, 1 + RECORD_BATCH_OVERHEAD : 17 + RECORD_BATCH_OVERHEAD] = words.view(np.uint8).reshape(
+        batch_count, 16
+    )
+    ref_offsets = np.arange(batch_count, dtype=np.int64) * _START_ROW
+    ref_offsets[0] += 1  # the first record has no lead byte
+    refs = views.view(_VIEW_REF_DTYPE)
+    refs["length"][starts] = RECORD_BATCH_OVERHEAD + total[starts] + (starts > 0)
+    first4 = side.reshape(-1)[ref_offsets[:, None] + np.arange(4)]
+    refs["prefix"][starts] = np.ascontiguousarray(first4).view("<u4").reshape(-1)
+    refs["buffer"][starts] = 0
+    refs["offset"][starts] = ref_offsets
+    lead = pa.Array.from_buffers(
+        pa.binary_view(), n + 1, [None, pa.py_buffer(views), pa.py_buffer(side)]
+    ).cast(pa.large_binary())
+    joined = pc.binary_join_element_wise(
+        lead,
+        _plain(keys, 1),
+        _plain(middle, 1),
+        _plain(values, 1),
+        pa.scalar(b"", pa.large_binary()),
+    )
+    return _data_bytes(joined)
+
+
+def _join_with_holes(
+    prefix: pa.Array,
+    keys: pa.Array,
+    middle: pa.Array,
+    values: pa.Array,
+    suffix: pa.Array | pa.Scalar,
+    header_rows: np.ndarray,
+    starts: np.ndarray,
+) -> np.ndarray:
+    """General uncompressed layout: a 61-byte header hole before each batch's first record."""
+    n = len(keys)
+    hole_lengths = np.zeros(n, dtype=np.int64)
+    hole_lengths[starts] = RECORD_BATCH_OVERHEAD
+    hole_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(hole_lengths, out=hole_offsets[1:])
+    holes = pa.Array.from_buffers(
+        pa.large_binary(),
+        n,
+        [None, pa.py_buffer(hole_offsets), pa.py_buffer(header_rows.view(np.uint8))],
+    )
+    joined = pc.binary_join_element_wise(
+        holes,
+        prefix,
+        keys,
+        middle,
+        values,
+        suffix,
+        pa.scalar(b"", pa.large_binary()),
+        null_handling="replace",
+        null_replacement=b"",
+    )
+    return _data_bytes(joined)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -766,16 +911,14 @@ def encode_records(
     record_sizes = bodies + body_sizes
     region_sizes = np.add.reduceat(record_sizes, starts)
 
-    prefix = _varint_fields_binary(
-        [
-            (bodies, body_sizes),
-            ATTRIBUTES_FIELD,
-            (timestamp_deltas, timestamp_delta_sizes),
-            (offset_deltas, offset_delta_sizes),
-            (key_lengths, key_length_sizes),
-        ],
-        n,
-    )
+    prefix_fields = [
+        (bodies, body_sizes),
+        ATTRIBUTES_FIELD,
+        (timestamp_deltas, timestamp_delta_sizes),
+        (offset_deltas, offset_delta_sizes),
+        (key_lengths, key_length_sizes),
+    ]
+    prefix_words = _varint_fields_words(prefix_fields, n)
     middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
     suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
 
@@ -807,28 +950,12 @@ def encode_records(
         sizes = region_sizes + RECORD_BATCH_OVERHEAD
         _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
         header_rows["length"] = sizes - LOG_OVERHEAD
-        # a 61-byte hole before each batch's first record, pre-filled with its header
-        hole_lengths = np.zeros(n, dtype=np.int64)
-        hole_lengths[starts] = RECORD_BATCH_OVERHEAD
-        hole_offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(hole_lengths, out=hole_offsets[1:])
-        holes = pa.Array.from_buffers(
-            pa.large_binary(),
-            n,
-            [None, pa.py_buffer(hole_offsets), pa.py_buffer(header_rows.view(np.uint8))],
-        )
-        joined = pc.binary_join_element_wise(
-            holes,
-            prefix,
-            keys,
-            middle,
-            values,
-            suffix,
-            pa.scalar(b"", pa.large_binary()),
-            null_handling="replace",
-            null_replacement=b"",
-        )
-        out = _data_bytes(joined)
+        out = None
+        if headers is None and prefix_words is not None:
+            out = _join_without_headers(keys, values, prefix_words, middle, header_rows, starts)
+        if out is None:
+            prefix = _prefix_binary(prefix_fields, prefix_words, n)
+            out = _join_with_holes(prefix, keys, middle, values, suffix, header_rows, starts)
         positions = np.zeros(batch_count, dtype=np.int64)
         np.cumsum(sizes[:-1], out=positions[1:])
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
@@ -847,6 +974,7 @@ def encode_records(
 
     from kafkalog_core.record.compression import compress
 
+    prefix = _prefix_binary(prefix_fields, prefix_words, n)
     joined = pc.binary_join_element_wise(
         prefix,
         keys,

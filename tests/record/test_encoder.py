@@ -460,3 +460,32 @@ def test_vectorized_varint_words_and_sizes_match_scalar():
             encoded = encode_varint(v)
             assert int(w).to_bytes(8, "little")[: len(encoded)] == encoded, (v, width)
             assert int(w) >> (8 * len(encoded)) == 0, (v, width)
+
+
+def test_fast_layout_equals_general_layout():
+    """No headers column (4-input join) vs all-empty headers (general join with holes)."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    keys = [
+        None if i % 5 == 0 else bytes(rng.integers(0, 256, i % 30, dtype=np.uint8))
+        for i in range(n)
+    ]
+    values = [
+        None if i % 11 == 0 else bytes(rng.integers(0, 256, i % 500, dtype=np.uint8))
+        for i in range(n)
+    ]
+    timestamps = 1_700_000_000_000 + np.cumsum(rng.integers(0, 100, n))
+    plain = pa.table(
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "timestamp": timestamps,
+        }
+    )
+    with_empty_headers = plain.append_column("headers", pa.array([[]] * n, HEADERS_TYPE))
+    options = BatchOptions(max_batch_bytes=8000)
+    fast = encode_records(plain, base_offset=3, options=options)
+    general = encode_records(with_empty_headers, base_offset=3, options=options)
+    assert len(fast) > 10
+    assert bytes(fast.buffer) == bytes(general.buffer)
+    assert bytes(fast.buffer) == scalar_batches(plain, fast)
