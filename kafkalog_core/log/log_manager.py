@@ -158,6 +158,19 @@ class LogManager:
             )
             return {}
 
+    def delete_scheduled_dirs(self) -> list[Path]:
+        """Remove the `-delete` partition dirs found by `load()` (Kafka deletes them async)."""
+        import shutil
+
+        removed = []
+        for root, report in self.load_reports.items():
+            for name in report.scheduled_for_deletion:
+                path = root / name
+                if path.is_dir():
+                    shutil.rmtree(path)
+                    removed.append(path)
+        return removed
+
     # ---- access ----------------------------------------------------------------------------------
     @property
     def logs(self) -> dict[TopicPartition, PartitionLog]:

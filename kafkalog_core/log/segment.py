@@ -280,7 +280,11 @@ class LogSegment:
     # ---- file access ---------------------------------------------------------------------------
     def _handle(self) -> Any:
         if self._fh is None:
-            self._fh = open(self.log_path, "r+b", buffering=1 << 20)  # noqa: SIM115
+            try:
+                self._fh = open(self.log_path, "r+b", buffering=1 << 20)  # noqa: SIM115
+            except PermissionError:
+                # read-only input (fixtures, archived logs): reads work, writes will fail
+                self._fh = open(self.log_path, "rb")  # noqa: SIM115
             self._fh.seek(self._size)
         return self._fh
 

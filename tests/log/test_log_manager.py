@@ -102,6 +102,8 @@ def test_skipped_directories(tmp_path: Path) -> None:
     assert list(mgr.logs) == [("t", 0)]
     assert report.scheduled_for_deletion == ["t-1.0123456789abcdef0123456789abcdef-delete"]
     assert set(report.skipped_dirs) >= {"remote-log-index-cache", "__cluster_metadata-0"}
+    assert mgr.delete_scheduled_dirs() == [tmp_path / "t-1.0123456789abcdef0123456789abcdef-delete"]
+    assert not (tmp_path / "t-1.0123456789abcdef0123456789abcdef-delete").exists()
 
 
 @pytest.mark.parametrize("topic", ["..", "a/b", "../../etc", "", "x" * 300])
