@@ -730,9 +730,10 @@ class PartitionLog:
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def flush(self, fsync: bool = True) -> None:
-        """Write buffered bytes and index entries of every segment; advance the recovery point."""
+        """Write buffered bytes and index entries of every segment (fsync those written since
+        their last fsync); advance the recovery point to the LEO."""
         for seg in self._segments:
-            seg.flush(fsync=fsync and seg is self.active_segment)
+            seg.flush(fsync=fsync)  # only segments written since their last fsync do work
         if self._epoch_dirty:
             self.leader_epoch_cache.write(sync=fsync)
             self._epoch_dirty = False
@@ -743,7 +744,7 @@ class PartitionLog:
         if self._closed:
             return
         for seg in self._segments:
-            seg.close(fsync=fsync and seg is self.active_segment)
+            seg.close(fsync=fsync)  # rolled segments written in this session are fsynced too
         if self._epoch_dirty:
             self.leader_epoch_cache.write(sync=fsync)
             self._epoch_dirty = False

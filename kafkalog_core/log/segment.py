@@ -208,6 +208,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), self.base_offset)
         self.created_ms = now_ms() if created_ms is None else int(created_ms)
         self._fh: Any = None  # buffered r+b handle, opened lazily
+        self._needs_fsync = False  # bytes or index entries written since the last fsync
         self._dirty = False  # bytes sit in the write buffer
         if not self.log_path.exists():
             with open(self.log_path, "wb"):
@@ -365,6 +366,7 @@ class LogSegment:
             fh.seek(self._size)
         self._handle().write(data)
         self._dirty = True
+        self._needs_fsync = True
 
     def append(
         self,
@@ -657,6 +659,7 @@ class LogSegment:
         fh.seek(target)
         self._size = target
         self._preallocated = False
+        self._needs_fsync = True
         return original - target
 
     # ---- recovery --------------------------------------------------------------------------------
@@ -689,6 +692,7 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
+        self._needs_fsync = True
         return truncated
 
     def _scan_valid(
@@ -867,16 +871,26 @@ class LogSegment:
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def flush(self, fsync: bool = False) -> None:
-        """Push buffered bytes and index entries to the files; fsync them if asked."""
+        """Push buffered bytes and index entries to the files; with `fsync`, make every file
+        written since the last fsync durable (also after the handle was released at roll)."""
         if self._fh is not None:
             self._fh.flush()
             self._dirty = False
-            if fsync:
-                os.fsync(self._fh.fileno())
-        self.offset_index.flush(sync=fsync)
-        self.time_index.flush(sync=fsync)
-        if fsync:
-            self.txn_index.flush()
+        self.offset_index.flush(sync=False)
+        self.time_index.flush(sync=False)
+        if fsync and self._needs_fsync:
+            for path in (
+                self.log_path,
+                self.offset_index.path,
+                self.time_index.path,
+                self.txn_index.path,
+            ):
+                _fsync_file(path)
+            self._needs_fsync = False
+
+    @property
+    def needs_fsync(self) -> bool:
+        return self._needs_fsync
 
     def release_handles(self) -> None:
         """Flush and close the .log handle; the segment reopens it on the next access."""
@@ -957,6 +971,18 @@ def random_segment_jitter(config: Any) -> int:
         return 0
     value = random.randint(-(2**31), 2**31 - 1)
     return 0 if value == -(2**31) else abs(value) % bound
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync one file if it exists (index files may be absent, e.g. no .txnindex)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _header_at(
