@@ -379,13 +379,21 @@ def _column(records: Any, name: str) -> pa.Array | None:
     return column
 
 
-def _as_binary(column: pa.Array, name: str) -> pa.Array:
-    """Key/value/header bytes as large_binary (int64 offsets; casting from string is zero-copy)."""
+def _as_binary(column: pa.Array, name: str, *, large: bool = True) -> pa.Array:
+    """Key/value/header bytes as large_binary, or with `large=False` as binary or large_binary
+    whichever is zero-copy (strings are reinterpreted, not copied)."""
     t = column.type
     if pa.types.is_null(t):
         return pa.nulls(len(column), pa.large_binary())
     if pa.types.is_large_binary(t):
         return column
+    if not large:
+        if pa.types.is_binary(t):
+            return column
+        if pa.types.is_string(t):
+            return column.view(pa.binary())
+        if pa.types.is_large_string(t):
+            return column.view(pa.large_binary())
     if (
         pa.types.is_binary(t)
         or pa.types.is_string(t)
@@ -449,11 +457,11 @@ def varint_size_array(values: np.ndarray) -> np.ndarray:
 
 
 def _table() -> np.ndarray:
-    """Varint words of every zig-zag value below 2**16 (at most 3 bytes), built once."""
+    """Varint words of every value in -32768..32767 (index value + 32768), built once."""
     global _word_table
     if _word_table is None:
-        unsigned = np.arange(_WORD_TABLE_SIZE, dtype=np.uint64)
-        _word_table = _spread(unsigned, 3)
+        v = np.arange(_WORD_TABLE_SIZE, dtype=np.int64) - _WORD_TABLE_SIZE // 2
+        _word_table = _spread(((v << 1) ^ (v >> 63)).view(np.uint64), 3)
     return _word_table
 
 
@@ -479,12 +487,16 @@ def _spread(unsigned: np.ndarray, width: int) -> np.ndarray:
 
 
 def _varint_words(values: np.ndarray, max_size: int) -> np.ndarray:
-    """Each value's zig-zag varint (max_size <= 8 bytes) as a little-endian uint64 word."""
+    """Each value's zig-zag varint (max_size <= 8 bytes) as a little-endian uint64 word.
+
+    Values in -32768..32767 (all of them when max_size <= 2) are looked up in a 64K table
+    indexed by value + 32768; others are computed with `_spread`.
+    """
     v = np.asarray(values, dtype=np.int64)
-    unsigned = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    if max_size <= 3 and int(unsigned.max()) < _WORD_TABLE_SIZE:
-        return _table()[unsigned]
-    return _spread(unsigned, max_size)
+    half = _WORD_TABLE_SIZE // 2
+    if max_size <= 2 or (max_size == 3 and -half <= int(v.min()) and int(v.max()) < half):
+        return _table()[v + half]
+    return _spread(((v << 1) ^ (v >> 63)).view(np.uint64), max_size)
 
 
 def _views_to_binary(lengths: np.ndarray, lo: np.ndarray, hi: np.ndarray | None) -> pa.Array:
@@ -608,21 +620,30 @@ def _plain(column: pa.Array, extra_rows: int = 0) -> pa.Array:
     """
     n = len(column)
     if column.null_count:
-        spans = np.diff(
-            np.frombuffer(column.buffers()[1], dtype=np.int64)[
-                column.offset : column.offset + n + 1
-            ]
-        )
-        if np.any(spans[column.is_null().to_numpy(zero_copy_only=False)] != 0):
+        spans = _offsets(column)
+        if np.any(np.diff(spans)[column.is_null().to_numpy(zero_copy_only=False)] != 0):
             column = column.fill_null(b"")
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64)[
-        column.offset : column.offset + n + 1
-    ]
-    if extra_rows:
-        offsets = np.concatenate((offsets, np.full(extra_rows, offsets[-1], dtype=np.int64)))
+    offsets = _offsets(column)
+    if extra_rows or offsets.dtype != np.int64:
+        extended = np.empty(n + 1 + extra_rows, dtype=np.int64)
+        extended[: n + 1] = offsets
+        extended[n + 1 :] = offsets[-1]
+        offsets = extended
     return pa.Array.from_buffers(
         pa.large_binary(), n + extra_rows, [None, pa.py_buffer(offsets), column.buffers()[2]]
     )
+
+
+def _offsets(column: pa.Array) -> np.ndarray:
+    """The n+1 offsets of a binary (int32) or large_binary (int64) array, honouring slicing."""
+    dtype = np.int64 if pa.types.is_large_binary(column.type) else np.int32
+    return np.frombuffer(column.buffers()[1], dtype=dtype)[
+        column.offset : column.offset + len(column) + 1
+    ]
+
+
+def _large(column: pa.Array) -> pa.Array:
+    return column if pa.types.is_large_binary(column.type) else column.cast(pa.large_binary())
 
 
 def _join_without_headers(
@@ -807,19 +828,14 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
     offset_delta_size = int(varint_size_array(np.array([most - 1]))[0])
     # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
     # of `most` records or the one before.
-    blocks = -(-n // most)
-    padded = np.empty(blocks * most, dtype=np.int64)
-    padded[:n] = timestamps
-    padded[n:] = timestamps[-1]
-    block_min = padded.reshape(blocks, most).min(axis=1)
-    block_max = padded.reshape(blocks, most).max(axis=1)
-    window_min = np.minimum(block_min, np.concatenate(([block_min[0]], block_min[:-1])))
-    window_max = np.maximum(block_max, np.concatenate(([block_max[0]], block_max[:-1])))
-    block_of = np.arange(n) // most
-    delta_size = np.maximum(
-        varint_size_array(timestamps - window_min[block_of]),
-        varint_size_array(timestamps - window_max[block_of]),
-    )
+    if n < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1])):
+        # non-decreasing: the farthest possible batch start is `most - 1` records back
+        back = np.empty(n, dtype=np.int64)
+        back[: most - 1] = timestamps[0]
+        back[most - 1 :] = timestamps[: n - most + 1]
+        delta_size = varint_size_array(timestamps - back)
+    else:
+        delta_size = _window_delta_sizes(timestamps, most)
     body = fixed + delta_size + offset_delta_size
     cumulative = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(body + varint_size_array(body), out=cumulative[1:])
@@ -833,6 +849,24 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
         starts.append(start)
         start = end
     return np.array(starts, dtype=np.int64)
+
+
+def _window_delta_sizes(timestamps: np.ndarray, most: int) -> np.ndarray:
+    """Largest timestampDelta size of each record against any start up to `most - 1` back."""
+    n = timestamps.shape[0]
+    blocks = -(-n // most)
+    padded = np.empty(blocks * most, dtype=np.int64)
+    padded[:n] = timestamps
+    padded[n:] = timestamps[-1]
+    block_min = padded.reshape(blocks, most).min(axis=1)
+    block_max = padded.reshape(blocks, most).max(axis=1)
+    window_min = np.minimum(block_min, np.concatenate(([block_min[0]], block_min[:-1])))
+    window_max = np.maximum(block_max, np.concatenate(([block_max[0]], block_max[:-1])))
+    block_of = np.arange(n) // most
+    return np.maximum(
+        varint_size_array(timestamps - window_min[block_of]),
+        varint_size_array(timestamps - window_max[block_of]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -856,9 +890,13 @@ def encode_records(
     if value_column is None:
         raise InvalidRecordError("records have no 'value' column")
     n = len(value_column)
-    values = _as_binary(value_column, "value")
+    values = _as_binary(value_column, "value", large=False)
     key_column = _column(records, "key")
-    keys = pa.nulls(n, pa.large_binary()) if key_column is None else _as_binary(key_column, "key")
+    keys = (
+        pa.nulls(n, pa.large_binary())
+        if key_column is None
+        else _as_binary(key_column, "key", large=False)
+    )
     if len(keys) != n:
         raise InvalidRecordError(f"column 'key' has {len(keys)} rows but 'value' has {n}")
     timestamps = _timestamps(_column(records, "timestamp"), n)
@@ -955,7 +993,9 @@ def encode_records(
             out = _join_without_headers(keys, values, prefix_words, middle, header_rows, starts)
         if out is None:
             prefix = _prefix_binary(prefix_fields, prefix_words, n)
-            out = _join_with_holes(prefix, keys, middle, values, suffix, header_rows, starts)
+            out = _join_with_holes(
+                prefix, _large(keys), middle, _large(values), suffix, header_rows, starts
+            )
         positions = np.zeros(batch_count, dtype=np.int64)
         np.cumsum(sizes[:-1], out=positions[1:])
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
@@ -977,9 +1017,9 @@ def encode_records(
     prefix = _prefix_binary(prefix_fields, prefix_words, n)
     joined = pc.binary_join_element_wise(
         prefix,
-        keys,
+        _large(keys),
         middle,
-        values,
+        _large(values),
         suffix,
         pa.scalar(b"", pa.large_binary()),
         null_handling="replace",

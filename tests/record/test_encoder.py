@@ -489,3 +489,35 @@ def test_fast_layout_equals_general_layout():
     assert len(fast) > 10
     assert bytes(fast.buffer) == bytes(general.buffer)
     assert bytes(fast.buffer) == scalar_batches(plain, fast)
+
+
+@pytest.mark.parametrize(
+    "key_type,value_type",
+    [
+        (pa.string(), pa.string()),
+        (pa.large_string(), pa.large_binary()),
+        (pa.binary_view(), pa.string_view()),
+        (pa.large_binary(), pa.binary()),
+    ],
+)
+def test_input_types_give_the_same_bytes(key_type, value_type):
+    keys = ["k1", None, "", "key-4"] * 50
+    values = ["v", "", None, "value" * 40] * 50
+    reference = encode_records(
+        {
+            "key": pa.array([None if k is None else k.encode() for k in keys], pa.binary()),
+            "value": pa.array([None if v is None else v.encode() for v in values], pa.binary()),
+            "timestamp": pa.array(range(200), pa.int64()),
+        },
+        options=BatchOptions(max_batch_bytes=2000),
+    )
+    as_type = encode_records(
+        {
+            "key": pa.array(keys, pa.string()).cast(key_type),
+            "value": pa.array(values, pa.string()).cast(value_type),
+            "timestamp": pa.array(range(200), pa.int64()),
+        },
+        options=BatchOptions(max_batch_bytes=2000),
+    )
+    assert len(reference) > 3
+    assert bytes(as_type.buffer) == bytes(reference.buffer)
