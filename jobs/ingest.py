@@ -1,0 +1,351 @@
+"""The ingest job: a table in, Kafka partition directories out.
+
+    ./spark-submit.sh ingest --config conf/ingest-changelog.yaml [--run-id ID] [--output DIR]
+
+From a notebook or an Airflow PythonOperator: `jobs.ingest.run(spark, config)`.
+
+How a run goes (every step before "publish" touches only the run's staging area):
+1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
+   stale staging. A run id (or a Delta source version) already committed is a no-op.
+2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
+3. Range-partition the records by (topic, partition, ordering) and sort within tasks, so every
+   Kafka partition is a run of consecutive tasks and a hot partition is split over several.
+4. Counting pass -> `plan_offsets`: each task's exact base offset per partition range, offsets
+   continuing from each partition's log end offset.
+5. Write pass (`mapInArrow` -> `write_task`): each task drives the core's PartitionLog in its
+   attempt's own staging dir and returns manifests.
+6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
+   checkpoints and the ingest history record come last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.ingestion.commit import (
+    PublishResult,
+    RunInfo,
+    TaskManifest,
+    cleanup_stale_staging,
+    default_run_id,
+    plan_publish,
+    publish,
+    recover_interrupted_publish,
+    scan_existing_state,
+)
+from jobs.ingestion.config import IngestConfig, build_arg_parser, config_from_args
+from jobs.ingestion.history import IngestHistory, format_summary
+from jobs.ingestion.lock import RunLock
+from jobs.ingestion.mapping import (
+    ORDER_COLUMN,
+    RECORD_COLUMNS,
+    invalid_record_error,
+    map_records,
+    map_records_with_rejects,
+)
+from jobs.ingestion.planner import OffsetPlan, plan_offsets
+from jobs.ingestion.writer import (
+    DEFAULT_BATCH_BYTES,
+    WriterSettings,
+    batch_options_for,
+    count_task,
+    write_task,
+)
+from kafkalog_core.errors import ConfigError, KafkaLogError
+from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+LEADER_EPOCH = 0  # what a fresh topic's first leader stamps on every batch
+
+_COUNT_SCHEMA = "task int, topic string, partition int, count long"
+_MANIFEST_SCHEMA = "manifest string"
+
+
+@dataclass
+class IngestResult:
+    """What a run did; `summary` is the short text the job prints."""
+
+    run_id: str
+    status: str  # committed | no-op
+    records: int = 0
+    partitions: dict[str, list[int]] = field(default_factory=dict)
+    rejected: int = 0
+    source: str = ""
+    source_version: int | None = None
+    timings_ms: dict[str, int] = field(default_factory=dict)
+    summary: str = ""
+
+
+def _config_hash(config: IngestConfig) -> str:
+    text = json.dumps(repr(config), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
+    keys = ["topic", "partition", ORDER_COLUMN]
+    return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
+
+
+def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
+    def count_fn(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from jobs.ingestion.writer import count_task as _count_task
+
+        task = TaskContext.get().partitionId()
+        counts = _count_task(batches)
+        if counts:
+            keys = list(counts)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([task] * len(keys), pa.int32()),
+                    pa.array([t for t, _ in keys], pa.string()),
+                    pa.array([p for _, p in keys], pa.int32()),
+                    pa.array([counts[k] for k in keys], pa.int64()),
+                ],
+                names=["task", "topic", "partition", "count"],
+            )
+
+    rows = sorted_records.select(*RECORD_COLUMNS).mapInArrow(count_fn, _COUNT_SCHEMA).collect()
+    return [(r["task"], r["topic"], r["partition"], r["count"]) for r in rows]
+
+
+def _write(
+    sorted_records: DataFrame, plan: OffsetPlan, settings: WriterSettings
+) -> list[TaskManifest]:
+    lookup = plan.as_lookup()
+
+    def write_fn(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from jobs.ingestion.writer import write_task as _write_task
+
+        ctx = TaskContext.get()
+        for manifest in _write_task(
+            batches, ctx.partitionId(), str(ctx.taskAttemptId()), lookup, settings
+        ):
+            yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
+
+    rows = sorted_records.select(*RECORD_COLUMNS).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
+    return [TaskManifest.from_json(r["manifest"]) for r in rows]
+
+
+def _topic_settings(config: IngestConfig, topics: set[str], now_ms: int, batch_bytes: int):
+    configs, options = {}, {}
+    for topic in sorted(topics):
+        spec = config.topic(topic)
+        if spec is None:  # mapping validated topics per row; this is a defensive double check
+            raise ConfigError(f"topic {topic!r} is not configured (topics / topic_defaults)")
+        configs[topic] = spec.log_config
+        options[topic] = batch_options_for(
+            spec.log_config,
+            leader_epoch=LEADER_EPOCH,
+            log_append_time_ms=now_ms,
+            batch_bytes=batch_bytes,
+        )
+    return configs, options
+
+
+def run(
+    spark: SparkSession,
+    config: IngestConfig,
+    *,
+    run_id: str | None = None,
+    tasks: int | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    fail_after_batches: int | None = None,
+    out=print,
+) -> IngestResult:
+    """Run one ingest: idempotent per run id and per Delta source version, safe to kill."""
+    run_id = run_id or config.run_id or default_run_id()
+    root = Path(config.output_root).absolute()
+    started = int(time.time() * 1000)
+    timings: dict[str, int] = {}
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[name] = int((now - clock) * 1000)
+        clock = now
+
+    root.mkdir(parents=True, exist_ok=True)
+    with RunLock(root, run_id):
+        recovered = recover_interrupted_publish(root)
+        if recovered:
+            out(f"kafkalog: an interrupted publish was {recovered}")
+        cleanup_stale_staging(root, run_id)
+        history = IngestHistory(root)
+        if history.find_run(run_id):
+            return _no_op(run_id, f"run {run_id} is already committed", history, out)
+
+        from jobs.spark.sources import read_source
+
+        source = read_source(spark, config.source)
+        if source.version is not None and history.find_source_version(
+            source.description, str(source.version)
+        ):
+            return _no_op(
+                run_id, f"{source.description} is already ingested", history, out, source
+            )
+        lap("read")
+
+        rejected = 0
+        if config.reject_path is not None:
+            mapped_all = map_records_with_rejects(source.df, config)
+            records = mapped_all.records
+            rejects = mapped_all.rejects
+        else:
+            records, rejects = map_records(source.df, config), None
+
+        tasks = tasks or max(
+            spark.sparkContext.defaultParallelism, source.df.rdd.getNumPartitions()
+        )
+        sorted_records = _range_sorted(records, tasks).persist()
+        try:
+            try:
+                counts = _count(sorted_records)
+                lap("count")
+                state = scan_existing_state(root)
+                leo = {tp: s.log_end_offset for tp, s in state.items()}
+                plan = plan_offsets(counts, leo)
+                topics = {a.topic for a in plan.ranges}
+                configs, options = _topic_settings(config, topics, started, batch_bytes)
+                continue_segments = {}
+                for (topic, partition), s in state.items():
+                    if topic in configs:
+                        base = s.segment_to_continue(int(configs[topic].segment_bytes))
+                        if base is not None:
+                            continue_segments[(topic, partition)] = base
+                settings = WriterSettings(
+                    output_root=str(root),
+                    run_id=run_id,
+                    configs=configs,
+                    batch_options=options,
+                    continue_segments=continue_segments,
+                    leader_epoch=LEADER_EPOCH,
+                    fail_after_batches=fail_after_batches,
+                )
+                manifests = _write(sorted_records, plan, settings) if plan.ranges else []
+                lap("write")
+                if rejects is not None:
+                    rejected = _write_rejects(rejects, config.reject_path, run_id)
+            except KafkaLogError:
+                raise
+            except Exception as error:  # a Spark failure: surface our own error line if any
+                raise _spark_error(error) from None
+        finally:
+            sorted_records.unpersist()
+
+        topic_ids = {
+            t: topic_id_to_str(new_topic_id())
+            for t in topics
+            if not any(s.topic_id for (st, _), s in state.items() if st == t)
+        }
+        existing_ids = {st: s.topic_id for (st, _), s in state.items() if s.topic_id}
+        info = RunInfo(
+            source=source.description,
+            source_version="" if source.version is None else str(source.version),
+            started_at_ms=started,
+            config_hash=_config_hash(config),
+            description=f"kafkalog ingest {config.config_path or ''}".strip(),
+            timings_ms=dict(timings),
+        )
+        publish_plan = plan_publish(
+            manifests,
+            state,
+            output_root=root,
+            run_id=run_id,
+            run_info=info,
+            topic_ids={**topic_ids, **existing_ids},
+        )
+        result: PublishResult = publish(publish_plan)
+        lap("publish")
+
+    record = history.find_run(run_id)
+    summary = format_summary(record) if record else f"run {run_id}: committed"
+    out(summary)
+    if rejected:
+        out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")
+    return IngestResult(
+        run_id=run_id,
+        status="committed",
+        records=result.record_count,
+        partitions=result.partitions,
+        rejected=rejected,
+        source=source.description,
+        source_version=source.version,
+        timings_ms=timings,
+        summary=summary,
+    )
+
+
+def _no_op(run_id: str, why: str, history: IngestHistory, out, source=None) -> IngestResult:
+    out(f"kafkalog: nothing to do: {why}")
+    return IngestResult(
+        run_id=run_id,
+        status="no-op",
+        source=getattr(source, "description", ""),
+        source_version=getattr(source, "version", None),
+        summary=why,
+    )
+
+
+def _write_rejects(rejects: DataFrame, path: str, run_id: str) -> int:
+    """Invalid rows go to `<reject_path>/run_id=<id>/` as Parquet, with the reason per row."""
+    target = f"{path.rstrip('/')}/run_id={run_id}"
+    rejects.write.mode("overwrite").parquet(target)
+    return rejects.sparkSession.read.parquet(target).count()
+
+
+def _spark_error(error: Exception) -> KafkaLogError:
+    """The one-line KafkaLogError inside a Spark task failure (or a generic one)."""
+    invalid = invalid_record_error(error)
+    if invalid is not None:
+        return invalid
+    text = str(error)
+    marker = "kafkalog_core.errors."
+    lines = [line for line in text.splitlines() if marker in line or "jobs.ingestion." in line]
+    for line in reversed(lines):
+        if "Error:" in line or "Failure:" in line:
+            return KafkaLogError(line.split(": ", 1)[-1].strip())
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return KafkaLogError(f"Spark job failed: {first[:500]}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure."""
+    parser = build_arg_parser("ingest")
+    parser.add_argument("--tasks", type=int, help="Spark tasks for the write (default: auto)")
+    parser.add_argument(
+        "--batch-bytes",
+        type=int,
+        default=DEFAULT_BATCH_BYTES,
+        help="target record batch size (capped by max.message.bytes)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        from jobs.spark.session import get_or_create_session
+
+        spark = get_or_create_session("kafkalog-ingest")
+        run(spark, config, tasks=args.tasks, batch_bytes=args.batch_bytes)
+    except KafkaLogError as error:
+        print(f"kafkalog: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""The task side of the ingest job: sorted Arrow batches in, staged Kafka segments out.
+
+A Spark task receives rows already range-partitioned and sorted by (topic, partition, order). For
+every run of rows of one partition it drives the core's `PartitionLog` in a staging directory
+unique to the task attempt: the log rolls by segment.bytes / segment.ms and indexes every
+index.interval.bytes exactly as the engine does anywhere else, because it *is* the engine.
+
+Batches must not depend on how Spark happened to slice the input into Arrow batches, or the
+output would differ from a one-shot write of the same records. The encoder splits greedily from
+the first record, so after encoding a chunk we append every batch but the last and carry the last
+batch's records over into the next chunk: the split from that point on is the same one a single
+encode of everything would have made.
+
+Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.ingestion.commit import (
+    TaskManifest,
+    copy_segment_for_continuation,
+    finalize_task_staging,
+    task_staging_dir,
+)
+from jobs.ingestion.planner import RangeAssignment
+from kafkalog_core.config import LogConfig
+from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.log.names import partition_dir_name
+from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.record.batch import Compression, TimestampType
+from kafkalog_core.record.encoder import BatchOptions, EncodedBatches, encode_records
+
+# Records are encoded once this many payload bytes are pending for a partition: big enough that
+# per-encode overhead vanishes, small enough to keep a task's memory flat.
+DEFAULT_CHUNK_BYTES = 32 << 20
+# Target size of one record batch (a producer's batch.size); capped by max.message.bytes.
+DEFAULT_BATCH_BYTES = 1 << 20
+
+RECORD_COLUMNS = ("key", "value", "timestamp", "headers")
+
+
+class InjectedFailure(KafkaLogError):
+    """Raised on purpose by tests (kill a task mid-write) via WriterSettings.fail_after_batches."""
+
+
+def batch_options_for(
+    config: LogConfig,
+    *,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> BatchOptions:
+    """How a topic's records become batches: codec and level from compression.type, timestamp
+    type from message.timestamp.type, batches capped by max.message.bytes and segment.bytes.
+
+    compression.type=producer means "keep the producer's codec"; we are the producer and write
+    uncompressed batches then.
+    """
+    codec = config.codec or Compression.NONE
+    timestamp_type = config.timestamp_type
+    max_message = int(config.max_message_bytes)
+    return BatchOptions(
+        compression=codec,
+        compression_level=config.compression_level(codec),
+        timestamp_type=timestamp_type,
+        log_append_time_ms=(
+            log_append_time_ms if timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        ),
+        max_batch_bytes=max(min(batch_bytes, max_message, int(config.segment_bytes)), 62),
+        max_message_bytes=max_message,
+        partition_leader_epoch=leader_epoch,
+    )
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """Everything a task needs besides its rows; small and picklable (shipped to executors)."""
+
+    output_root: str
+    run_id: str
+    configs: Mapping[str, LogConfig]  # per topic
+    batch_options: Mapping[str, BatchOptions]  # per topic
+    continue_segments: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    leader_epoch: int = 0
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    fail_after_batches: int | None = None  # test hook: raise after this many Arrow batches
+
+
+def head(encoded: EncodedBatches, count: int) -> EncodedBatches:
+    """The first `count` batches of `encoded` (same buffer, shorter per-batch arrays)."""
+    return dataclasses.replace(
+        encoded,
+        positions=encoded.positions[:count],
+        sizes=encoded.sizes[:count],
+        base_offsets=encoded.base_offsets[:count],
+        last_offsets=encoded.last_offsets[:count],
+        max_timestamps=encoded.max_timestamps[:count],
+        record_counts=encoded.record_counts[:count],
+    )
+
+
+class _RangeWriter:
+    """Appends the rows of one partition range to a staged PartitionLog, chunk by chunk."""
+
+    def __init__(
+        self,
+        assignment: RangeAssignment,
+        settings: WriterSettings,
+        directory: Path,
+        task_key: str,
+        attempt_id: str,
+    ) -> None:
+        self.assignment = assignment
+        self.settings = settings
+        self.directory = directory
+        self.task_key = task_key
+        self.attempt_id = attempt_id
+        self.options = settings.batch_options[assignment.topic]
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.records = 0
+        self.max_timestamp = -1
+        self.replaces: int | None = None
+        self.log = self._open_log()
+
+    def _open_log(self) -> PartitionLog:
+        a, s = self.assignment, self.settings
+        config = s.configs[a.topic]
+        self.directory.mkdir(parents=True)
+        continued = s.continue_segments.get((a.topic, a.partition))
+        if a.range_index == 0 and continued is not None:
+            # Copy-on-write: continue the published last segment inside staging.
+            copy_segment_for_continuation(
+                s.output_root, a.topic, a.partition, continued, self.directory
+            )
+            log = PartitionLog.open(
+                self.directory, config, had_clean_shutdown=True, leader_epoch=s.leader_epoch
+            )
+            if log.log_end_offset != a.first_offset:
+                log.close()
+                raise KafkaLogError(
+                    f"{a.topic}-{a.partition}: the published log ends at offset "
+                    f"{log.log_end_offset} but this run planned to start at {a.first_offset}"
+                )
+            self.replaces = continued
+            return log
+        return PartitionLog.create(
+            self.directory, config, base_offset=a.first_offset, leader_epoch=s.leader_epoch
+        )
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.pending_bytes += table.nbytes
+        if self.pending_bytes >= self.settings.chunk_bytes:
+            self._encode(final=False)
+
+    def _encode(self, *, final: bool) -> None:
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending).combine_chunks()
+        self.pending, self.pending_bytes = [], 0
+        if table.num_rows == 0:
+            return
+        encoded = encode_records(table, base_offset=self.log.log_end_offset, options=self.options)
+        keep = len(encoded) if final else len(encoded) - 1
+        if keep > 0:
+            written = head(encoded, keep)
+            self.log.append_batches(written)
+            self.records += int(written.record_counts.sum())
+            self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
+        if not final:
+            carried = int(encoded.record_counts[-1])
+            tail = table.slice(table.num_rows - carried)
+            self.pending, self.pending_bytes = [tail], tail.nbytes
+
+    def finish(self) -> TaskManifest:
+        self._encode(final=True)
+        a = self.assignment
+        end = self.log.log_end_offset
+        self.log.close()
+        if end != a.next_offset or self.records != a.record_count:
+            raise KafkaLogError(
+                f"{a.topic}-{a.partition}: task wrote {self.records} records up to offset {end} "
+                f"but the plan expected {a.record_count} up to {a.next_offset} (the input "
+                "changed between the counting and the write pass)"
+            )
+        return finalize_task_staging(
+            self.directory,
+            run_id=self.settings.run_id,
+            task_key=self.task_key,
+            attempt_id=self.attempt_id,
+            topic=a.topic,
+            partition=a.partition,
+            range_index=a.range_index,
+            first_offset=a.first_offset,
+            next_offset=a.next_offset,
+            record_count=a.record_count,
+            replaces=self.replaces,
+            max_timestamp=self.max_timestamp,
+            leader_epoch=self.settings.leader_epoch,
+        )
+
+
+def partition_runs(batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, int]]:
+    """(topic, partition, start, stop) for each run of equal (topic, partition) in a sorted batch."""
+    n = batch.num_rows
+    if n == 0:
+        return
+    partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    topics = pc.dictionary_encode(batch.column("topic")).indices.to_numpy(zero_copy_only=False)
+    change = np.flatnonzero((partitions[1:] != partitions[:-1]) | (topics[1:] != topics[:-1])) + 1
+    starts = np.concatenate(([0], change)).tolist()
+    stops = np.concatenate((change, [n])).tolist()
+    topic_values = batch.column("topic")
+    for start, stop in zip(starts, stops, strict=True):
+        yield topic_values[start].as_py(), int(partitions[start]), start, stop
+
+
+def count_task(batches: Iterable[pa.RecordBatch]) -> dict[tuple[str, int], int]:
+    """The counting pass: rows per (topic, partition) in one task's sorted rows."""
+    counts: dict[tuple[str, int], int] = {}
+    for batch in batches:
+        for topic, partition, start, stop in partition_runs(batch):
+            counts[(topic, partition)] = counts.get((topic, partition), 0) + stop - start
+    return counts
+
+
+def write_task(
+    batches: Iterable[pa.RecordBatch],
+    task_index: int,
+    attempt_id: str,
+    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    settings: WriterSettings,
+) -> Iterator[TaskManifest]:
+    """Write every partition range found in this task's sorted rows into its attempt's staging.
+
+    Yields one manifest per range as soon as the range is complete.
+    """
+    task_key = f"task-{task_index}"
+    staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
+    writer: _RangeWriter | None = None
+    for count, batch in enumerate(batches, start=1):
+        columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
+        for topic, partition, start, stop in partition_runs(batch):
+            current = writer and (writer.assignment.topic, writer.assignment.partition)
+            if current != (topic, partition):
+                if writer is not None:
+                    yield writer.finish()
+                assignment = plan.get((task_index, topic, partition))
+                if assignment is None:
+                    raise KafkaLogError(
+                        f"task {task_index} found rows for {topic}-{partition} that the counting "
+                        "pass did not see; the input changed between passes"
+                    )
+                directory = (
+                    staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
+                )
+                writer = _RangeWriter(assignment, settings, directory, task_key, attempt_id)
+            writer.add(pa.Table.from_batches([batch.select(columns).slice(start, stop - start)]))
+        if settings.fail_after_batches is not None and count >= settings.fail_after_batches:
+            raise InjectedFailure(f"injected failure in task {task_index} after {count} batches")
+    if writer is not None:
+        yield writer.finish()
