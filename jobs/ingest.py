@@ -100,10 +100,8 @@ def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from jobs.ingestion.writer import count_task as _count_task
-
         task = TaskContext.get().partitionId()
-        counts = _count_task(batches)
+        counts = count_task(batches)
         if counts:
             keys = list(counts)
             yield pa.RecordBatch.from_arrays(
@@ -129,10 +127,8 @@ def _write(
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from jobs.ingestion.writer import write_task as _write_task
-
         ctx = TaskContext.get()
-        for manifest in _write_task(
+        for manifest in write_task(
             batches, ctx.partitionId(), str(ctx.taskAttemptId()), lookup, settings
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
@@ -196,9 +192,7 @@ def run(
         if source.version is not None and history.find_source_version(
             source.description, str(source.version)
         ):
-            return _no_op(
-                run_id, f"{source.description} is already ingested", history, out, source
-            )
+            return _no_op(run_id, f"{source.description} is already ingested", history, out, source)
         lap("read")
 
         rejected = 0
