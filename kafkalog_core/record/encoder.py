@@ -408,7 +408,15 @@ def _as_binary(column: pa.Array, name: str, *, large: bool = True) -> pa.Array:
 
 def _lengths(column: pa.Array) -> np.ndarray:
     """Byte length of each element, -1 for null (the varint Kafka writes for a null)."""
-    return pc.binary_length(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        return (
+            pc.binary_length(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        )
+    offsets = _offsets(column)
+    lengths = np.subtract(offsets[1:], offsets[:-1], dtype=np.int64)
+    if column.null_count:
+        lengths[column.is_null().to_numpy(zero_copy_only=False)] = -1
+    return lengths
 
 
 _TIMESTAMP_MS_DIVISOR = {"s": None, "ms": 1, "us": 1000, "ns": 1000000}
@@ -443,13 +451,20 @@ _WORD_TABLE_SIZE = 1 << 16
 _word_table: np.ndarray | None = None
 
 
-def varint_size_array(values: np.ndarray) -> np.ndarray:
-    """Zig-zag varint size of each int64 value; a few comparisons, only up to the largest value."""
+def varint_size_array(values: np.ndarray, *, at_least_minus_one: bool = False) -> np.ndarray:
+    """Zig-zag varint size of each int64 value; a few comparisons, only up to the largest value.
+
+    `at_least_minus_one` promises values >= -1 (lengths, deltas, sizes): -1 and 0..63 are all
+    one byte, so the sign folding can be skipped.
+    """
     values = np.asarray(values, dtype=np.int64)
-    folded = values ^ (values >> 63)  # v for v >= 0, -v-1 for v < 0: zigzag(v) = 2*folded (+1)
-    sizes = np.ones(values.shape, dtype=np.int64)
+    # fold: v for v >= 0, -v-1 for v < 0; zigzag(v) >= 2**7k  <=>  folded >= 2**(7k-1)
+    folded = values if at_least_minus_one else values ^ (values >> 63)
     top = int(folded.max()) if folded.size else 0
-    for limit in _SIZE_LIMITS:
+    if top < _SIZE_LIMITS[0]:
+        return np.ones(values.shape, dtype=np.int64)
+    sizes = np.add(folded >= _SIZE_LIMITS[0], 1, dtype=np.int64)
+    for limit in _SIZE_LIMITS[1:]:
         if top < limit:
             break
         sizes += folded >= limit
@@ -591,8 +606,13 @@ def _varint_fields_words(
             if part is not None:
                 if shift is not None:
                     part = part << shift
-                word = part if word is None else word | part
-            step = (sizes * 8).astype(np.uint64)
+                if word is None:
+                    word = part
+                elif word.shape == part.shape:
+                    word |= part
+                else:
+                    word = word | part
+            step = (sizes << 3).view(np.uint64)
             shift = step if shift is None else shift + step
         words.append(np.zeros(n, dtype=np.uint64) if word is None else np.broadcast_to(word, (n,)))
         group_sizes.append(shift)
@@ -822,8 +842,8 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
     """
     n = fixed.shape[0]
     budget = max_batch_bytes - RECORD_BATCH_OVERHEAD
-    smallest_body = fixed + 2  # 1-byte deltas
-    smallest = int((smallest_body + varint_size_array(smallest_body)).min())
+    smallest_body = int(fixed.min()) + 2  # 1-byte deltas; size + varint(size) is monotone
+    smallest = smallest_body + int(varint_size_array(np.array([smallest_body]))[0])
     most = int(min(n, budget // smallest + 1, INT32_MAX))
     offset_delta_size = int(varint_size_array(np.array([most - 1]))[0])
     # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
@@ -838,7 +858,8 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
         delta_size = _window_delta_sizes(timestamps, most)
     body = fixed + delta_size + offset_delta_size
     cumulative = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(body + varint_size_array(body), out=cumulative[1:])
+    body += varint_size_array(body, at_least_minus_one=True)
+    np.cumsum(body, out=cumulative[1:])
     starts = []
     start = 0
     search = cumulative.searchsorted
@@ -923,8 +944,8 @@ def encode_records(
 
     key_lengths = _lengths(keys)
     value_lengths = _lengths(values)
-    key_length_sizes = varint_size_array(key_lengths)
-    value_length_sizes = varint_size_array(value_lengths)
+    key_length_sizes = varint_size_array(key_lengths, at_least_minus_one=True)
+    value_length_sizes = varint_size_array(value_lengths, at_least_minus_one=True)
     fixed = (
         1
         + key_length_sizes
@@ -943,9 +964,9 @@ def encode_records(
     base_timestamps = timestamps[starts]
     timestamp_deltas = timestamps - np.repeat(base_timestamps, counts)
     timestamp_delta_sizes = varint_size_array(timestamp_deltas)
-    offset_delta_sizes = varint_size_array(offset_deltas)
+    offset_delta_sizes = varint_size_array(offset_deltas, at_least_minus_one=True)
     bodies = fixed + timestamp_delta_sizes + offset_delta_sizes
-    body_sizes = varint_size_array(bodies)
+    body_sizes = varint_size_array(bodies, at_least_minus_one=True)
     record_sizes = bodies + body_sizes
     region_sizes = np.add.reduceat(record_sizes, starts)
 
