@@ -669,8 +669,9 @@ def _large(column: pa.Array) -> pa.Array:
 def _join_without_headers(
     keys: pa.Array,
     values: pa.Array,
-    prefix_words: tuple[np.ndarray, np.ndarray, np.ndarray | None],
-    middle: pa.Array,
+    prefix_fields: list[tuple[np.ndarray, np.ndarray]],
+    value_lengths: np.ndarray,
+    value_length_sizes: np.ndarray,
     header_rows: np.ndarray,
     starts: np.ndarray,
 ) -> np.ndarray | None:
@@ -679,36 +680,38 @@ def _join_without_headers(
     Row i of the first input is the previous record's headersCount byte (0x00), then for a
     batch's first record its 61-byte header, then record i's prefix; one extra row carries the
     last record's headersCount. Fewer pieces per record keep Arrow's per-piece cost down.
-    Returns None when a row does not fit an inline view (the general path then runs).
+    Returns None when a row does not fit an inline view (the general path then runs). The
+    result may run past the last batch; callers cut it at the total size.
     """
-    total, lo, hi = prefix_words
-    n = total.shape[0]
-    if int(total.max()) + 1 > _VIEW_INLINE_MAX:
+    n = value_lengths.shape[0]
+    lead_sizes = np.ones(n, dtype=np.int64)
+    lead_sizes[0] = 0  # nothing before the first record
+    words = _varint_fields_words([(_ZERO, lead_sizes), *prefix_fields], n)
+    if words is None:
         return None
-    lo = np.broadcast_to(lo, (n,))
-    hi = np.zeros(n, dtype=np.uint64) if hi is None else np.broadcast_to(hi, (n,))
+    total, lo, hi = words
     views = np.zeros(n + 1, dtype=_VIEW_DTYPE)
-    lengths = views["length"]
-    lengths[:n] = total
-    lengths[1:] += 1
-    views["lo"][0] = lo[0]
-    views["hi"][0] = hi[0]
-    views["lo"][1:n] = lo[1:] << np.uint64(8)  # lead byte 0x00 first: shift the prefix up a byte
-    views["hi"][1:n] = (hi[1:] << np.uint64(8)) | (lo[1:] >> np.uint64(56))
+    views["length"][:n] = total
+    views["length"][n] = 1
+    views["lo"][:n] = lo
+    if hi is not None:
+        views["hi"][:n] = hi
     # a batch's first record: an out-of-line value in a side buffer [lead | header | prefix]
     batch_count = starts.shape[0]
+    first_words = np.zeros((batch_count, 2), dtype="<u8")
+    first_words[:, 0] = np.broadcast_to(lo, (n,))[starts]
+    if hi is not None:
+        first_words[:, 1] = np.broadcast_to(hi, (n,))[starts]
+    first_bytes = first_words.view(np.uint8).reshape(batch_count, 16)
     side = np.zeros((batch_count, _START_ROW), dtype=np.uint8)
-    side[:, 1 : 1 + RECORD_BATCH_OVERHEAD] = header_rows.view(np.uint8).reshape(batch_count, -1)
-    words = np.empty((batch_count, 2), dtype="<u8")
-    words[:, 0] = lo[starts]
-    words[:, 1] = hi[starts]
-    side[:, 1 + RECORD_BATCH_OVERHEAD : 17 + RECORD_BATCH_OVERHEAD] = words.view(np.uint8).reshape(
-        batch_count, 16
-    )
+    header_end = 1 + RECORD_BATCH_OVERHEAD
+    side[1:, header_end - 1 : header_end + 15] = first_bytes[1:]  # its lead byte lands under...
+    side[0, header_end : header_end + 16] = first_bytes[0]  # (the first record has no lead)
+    side[:, 1:header_end] = header_rows.view(np.uint8).reshape(batch_count, -1)  # ...the header
     ref_offsets = np.arange(batch_count, dtype=np.int64) * _START_ROW
-    ref_offsets[0] += 1  # the first record has no lead byte
+    ref_offsets[0] += 1
     refs = views.view(_VIEW_REF_DTYPE)
-    refs["length"][starts] = RECORD_BATCH_OVERHEAD + total[starts] + (starts > 0)
+    refs["length"][starts] = RECORD_BATCH_OVERHEAD + total[starts]
     first4 = side.reshape(-1)[ref_offsets[:, None] + np.arange(4)]
     refs["prefix"][starts] = np.ascontiguousarray(first4).view("<u4").reshape(-1)
     refs["buffer"][starts] = 0
@@ -716,12 +719,12 @@ def _join_without_headers(
     lead = pa.Array.from_buffers(
         pa.binary_view(), n + 1, [None, pa.py_buffer(views), pa.py_buffer(side)]
     ).cast(pa.large_binary())
+    if int(value_lengths.min()) == int(value_lengths.max()):  # one valueLength for all
+        middle = pa.scalar(encode_varint(int(value_lengths[0])), pa.large_binary())
+    else:
+        middle = _plain(_varint_fields_binary([(value_lengths, value_length_sizes)], n), 1)
     joined = pc.binary_join_element_wise(
-        lead,
-        _plain(keys, 1),
-        _plain(middle, 1),
-        _plain(values, 1),
-        pa.scalar(b"", pa.large_binary()),
+        lead, _plain(keys, 1), middle, _plain(values, 1), pa.scalar(b"", pa.large_binary())
     )
     return _data_bytes(joined)
 
@@ -977,8 +980,6 @@ def encode_records(
         (offset_deltas, offset_delta_sizes),
         (key_lengths, key_length_sizes),
     ]
-    prefix_words = _varint_fields_words(prefix_fields, n)
-    middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
     suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
 
     compressed = options.compression is not Compression.NONE
@@ -1010,15 +1011,19 @@ def encode_records(
         _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
         header_rows["length"] = sizes - LOG_OVERHEAD
         out = None
-        if headers is None and prefix_words is not None:
-            out = _join_without_headers(keys, values, prefix_words, middle, header_rows, starts)
+        if headers is None:
+            out = _join_without_headers(
+                keys, values, prefix_fields, value_lengths, value_length_sizes, header_rows, starts
+            )
         if out is None:
-            prefix = _prefix_binary(prefix_fields, prefix_words, n)
+            prefix = _prefix_binary(prefix_fields, _varint_fields_words(prefix_fields, n), n)
+            middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
             out = _join_with_holes(
                 prefix, _large(keys), middle, _large(values), suffix, header_rows, starts
             )
         positions = np.zeros(batch_count, dtype=np.int64)
         np.cumsum(sizes[:-1], out=positions[1:])
+        out = out[: int(positions[-1] + sizes[-1])]
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
             out = out.copy()
         _fill_crcs(out, positions, sizes)
@@ -1035,7 +1040,8 @@ def encode_records(
 
     from kafkalog_core.record.compression import compress
 
-    prefix = _prefix_binary(prefix_fields, prefix_words, n)
+    prefix = _prefix_binary(prefix_fields, _varint_fields_words(prefix_fields, n), n)
+    middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
     joined = pc.binary_join_element_wise(
         prefix,
         _large(keys),
