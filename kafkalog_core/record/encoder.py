@@ -435,7 +435,10 @@ def _timestamps(column: pa.Array | None, n: int) -> np.ndarray:
         values[nulls] = NO_TIMESTAMP
         return values
     if pa.types.is_integer(t):
-        return column.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(zero_copy_only=False)
+        column = column.cast(pa.int64())
+        if column.null_count:
+            column = column.fill_null(NO_TIMESTAMP)
+        return column.to_numpy(zero_copy_only=False)
     raise InvalidRecordError(f"column 'timestamp' has type {t}; expected int64 ms or a timestamp")
 
 
@@ -578,12 +581,19 @@ def _varint_fields_words(
     fields: list[tuple[np.ndarray, np.ndarray]], n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """(total size, low word, high word) of each row's concatenated varints, or None when a row
-    needs more than 12 bytes. Fields are packed into at most two groups of <= 8 bytes."""
+    needs more than 12 bytes. Fields are packed into at most two groups of <= 8 bytes.
+
+    While every field so far has one size for all rows, the bit position of the next field is
+    a plain int, which saves a pass per field in the common case.
+    """
     total = np.zeros(n, dtype=np.int64)
     max_sizes = []
+    constant = []
     for _, sizes in fields:
         total += sizes
-        max_sizes.append(int(sizes.max()))
+        top = int(sizes.max())
+        max_sizes.append(top)
+        constant.append(sizes.shape[0] == 1 or top == int(sizes.min()))
     # pack consecutive fields into groups whose widest row fits one 64-bit word
     groups: list[list[int]] = [[]]
     width = 0
@@ -596,31 +606,43 @@ def _varint_fields_words(
     if int(total.max()) > _VIEW_INLINE_MAX or max(max_sizes) > 8 or len(groups) > 2:
         return None
     words = []
-    group_sizes = []
+    group_sizes: list[int | np.ndarray] = []
     for group in groups:
         word = None
-        shift = None
+        shift: int | np.ndarray = 0  # bits
         for i in group:
             values, sizes = fields[i]
             part = None if values is _ZERO else _varint_words(values, max_sizes[i])
             if part is not None:
-                if shift is not None:
+                if isinstance(shift, np.ndarray):
                     part = part << shift
+                elif shift:
+                    part <<= np.uint64(shift)
                 if word is None:
                     word = part
                 elif word.shape == part.shape:
                     word |= part
                 else:
                     word = word | part
-            step = (sizes << 3).view(np.uint64)
-            shift = step if shift is None else shift + step
+            if constant[i] and not isinstance(shift, np.ndarray):
+                shift += 8 * max_sizes[i]
+            else:
+                step = (np.broadcast_to(sizes, (n,)) << 3).view(np.uint64)
+                shift = (
+                    step + np.uint64(shift) if not isinstance(shift, np.ndarray) else shift + step
+                )
         words.append(np.zeros(n, dtype=np.uint64) if word is None else np.broadcast_to(word, (n,)))
         group_sizes.append(shift)
     lo = words[0]
     hi = None
     if len(words) == 2:
-        lo = lo | (words[1] << group_sizes[0])
-        hi = words[1] >> (np.uint64(64) - group_sizes[0])
+        first = group_sizes[0]
+        if isinstance(first, np.ndarray):
+            lo = lo | (words[1] << first)
+            hi = words[1] >> (np.uint64(64) - first)
+        else:
+            lo = lo | (words[1] << np.uint64(first))
+            hi = words[1] >> np.uint64(64 - first)
     return total, lo, hi
 
 
@@ -684,12 +706,19 @@ def _join_without_headers(
     result may run past the last batch; callers cut it at the total size.
     """
     n = value_lengths.shape[0]
-    lead_sizes = np.ones(n, dtype=np.int64)
-    lead_sizes[0] = 0  # nothing before the first record
-    words = _varint_fields_words([(_ZERO, lead_sizes), *prefix_fields], n)
+    words = _varint_fields_words([(_ZERO, _ONE), *prefix_fields], n)
     if words is None:
         return None
     total, lo, hi = words
+    # the first record has no lead byte: drop it (the lead is 0x00, the words shift down a byte)
+    total[0] -= 1
+    lo = np.array(np.broadcast_to(lo, (n,)))
+    first_lo = int(lo[0]) >> 8
+    if hi is not None:
+        hi = np.array(np.broadcast_to(hi, (n,)))
+        first_lo |= (int(hi[0]) & 0xFF) << 56
+        hi[0] >>= np.uint64(8)
+    lo[0] = first_lo
     views = np.zeros(n + 1, dtype=_VIEW_DTYPE)
     views["length"][:n] = total
     views["length"][n] = 1
@@ -833,7 +862,9 @@ def _headers_suffix(
 # ---------------------------------------------------------------------------------------------
 
 
-def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int) -> np.ndarray:
+def _split_batches(
+    fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int
+) -> tuple[np.ndarray, bool]:
     """Start index of each batch: greedy, closing a batch before it would exceed the target.
 
     `fixed[i]` is record i's body size without its timestampDelta and offsetDelta varints. A
@@ -851,12 +882,13 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
     offset_delta_size = int(varint_size_array(np.array([most - 1]))[0])
     # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
     # of `most` records or the one before.
-    if n < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1])):
+    increasing = n < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1]))
+    if increasing:
         # non-decreasing: the farthest possible batch start is `most - 1` records back
         back = np.empty(n, dtype=np.int64)
         back[: most - 1] = timestamps[0]
         back[most - 1 :] = timestamps[: n - most + 1]
-        delta_size = varint_size_array(timestamps - back)
+        delta_size = varint_size_array(timestamps - back, at_least_minus_one=True)
     else:
         delta_size = _window_delta_sizes(timestamps, most)
     body = fixed + delta_size + offset_delta_size
@@ -872,7 +904,7 @@ def _split_batches(fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: i
             end = start + 1
         starts.append(start)
         start = end
-    return np.array(starts, dtype=np.int64)
+    return np.array(starts, dtype=np.int64), increasing
 
 
 def _window_delta_sizes(timestamps: np.ndarray, most: int) -> np.ndarray:
@@ -949,15 +981,12 @@ def encode_records(
     value_lengths = _lengths(values)
     key_length_sizes = varint_size_array(key_lengths, at_least_minus_one=True)
     value_length_sizes = varint_size_array(value_lengths, at_least_minus_one=True)
-    fixed = (
-        1
-        + key_length_sizes
-        + np.maximum(key_lengths, 0)
-        + value_length_sizes
-        + np.maximum(value_lengths, 0)
-        + header_sizes
-    )
-    starts = _split_batches(fixed, timestamps, options.max_batch_bytes)
+    fixed = key_length_sizes + value_length_sizes
+    fixed += key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
+    fixed += value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0)
+    fixed += header_sizes
+    fixed += 1  # attributes
+    starts, increasing = _split_batches(fixed, timestamps, options.max_batch_bytes)
     batch_count = starts.shape[0]
     counts = np.diff(np.append(starts, n))
 
@@ -966,7 +995,7 @@ def encode_records(
     offset_deltas = np.arange(n, dtype=np.int64) - first_of_record
     base_timestamps = timestamps[starts]
     timestamp_deltas = timestamps - np.repeat(base_timestamps, counts)
-    timestamp_delta_sizes = varint_size_array(timestamp_deltas)
+    timestamp_delta_sizes = varint_size_array(timestamp_deltas, at_least_minus_one=increasing)
     offset_delta_sizes = varint_size_array(offset_deltas, at_least_minus_one=True)
     bodies = fixed + timestamp_delta_sizes + offset_delta_sizes
     body_sizes = varint_size_array(bodies, at_least_minus_one=True)
