@@ -511,8 +511,13 @@ def _varint_words(values: np.ndarray, max_size: int) -> np.ndarray:
     indexed by value + 32768; others are computed with `_spread`.
     """
     v = np.asarray(values, dtype=np.int64)
+    low, high = int(v.min()), int(v.max())
+    if low == high:  # one value for every row: a 1-element word
+        return _spread(np.array([(low << 1) ^ (low >> 63)], dtype=np.uint64), max_size)
     half = _WORD_TABLE_SIZE // 2
-    if max_size <= 2 or (max_size == 3 and -half <= int(v.min()) and int(v.max()) < half):
+    if -half <= low and high < half:
+        if low >= 0:
+            return _table()[half:][v]  # index by the value itself: no offset pass
         return _table()[v + half]
     return _spread(((v << 1) ^ (v >> 63)).view(np.uint64), max_size)
 
@@ -587,13 +592,18 @@ def _varint_fields_words(
     a plain int, which saves a pass per field in the common case.
     """
     total = np.zeros(n, dtype=np.int64)
+    fixed_total = 0
     max_sizes = []
     constant = []
     for _, sizes in fields:
-        total += sizes
         top = int(sizes.max())
         max_sizes.append(top)
         constant.append(sizes.shape[0] == 1 or top == int(sizes.min()))
+        if constant[-1]:
+            fixed_total += top
+        else:
+            total += sizes
+    total += fixed_total
     # pack consecutive fields into groups whose widest row fits one 64-bit word
     groups: list[list[int]] = [[]]
     width = 0
@@ -712,10 +722,12 @@ def _join_without_headers(
     total, lo, hi = words
     # the first record has no lead byte: drop it (the lead is 0x00, the words shift down a byte)
     total[0] -= 1
-    lo = np.array(np.broadcast_to(lo, (n,)))
+    if lo.shape != (n,) or not lo.flags.writeable:
+        lo = np.array(np.broadcast_to(lo, (n,)))
     first_lo = int(lo[0]) >> 8
     if hi is not None:
-        hi = np.array(np.broadcast_to(hi, (n,)))
+        if hi.shape != (n,) or not hi.flags.writeable:
+            hi = np.array(np.broadcast_to(hi, (n,)))
         first_lo |= (int(hi[0]) & 0xFF) << 56
         hi[0] >>= np.uint64(8)
     lo[0] = first_lo

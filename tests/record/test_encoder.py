@@ -460,6 +460,9 @@ def test_vectorized_varint_words_and_sizes_match_scalar():
             encoded = encode_varint(v)
             assert int(w).to_bytes(8, "little")[: len(encoded)] == encoded, (v, width)
             assert int(w) >> (8 * len(encoded)) == 0, (v, width)
+            # the same value on every row takes the one-word path
+            (same,) = np.broadcast_to(_varint_words(np.array([v, v], dtype=np.int64), width), (1,))
+            assert int(same) == int(w), (v, width)
 
 
 def test_fast_layout_equals_general_layout():
