@@ -1,0 +1,103 @@
+"""spark-submit.sh: help, job resolution, the Java check, and one tiny real job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "spark-submit.sh"
+
+
+def _run(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
+
+
+def test_help_lists_usage():
+    result = _run("--help")
+    assert result.returncode == 0
+    assert "usage: ./spark-submit.sh" in result.stdout and "jobs:" in result.stdout
+
+
+def test_unknown_job_and_missing_job_are_one_clear_line():
+    result = _run("--master", "local[1]", "no_such_job", "--config", "x")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kafkalog: unknown job 'no_such_job' (not a file, and no jobs/no_such_job.py); "
+        f"available: {result.stderr.split('available: ')[1].strip()}"
+    ]
+    assert _run().returncode == 2
+
+
+def test_old_java_is_refused_clearly(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    java = fake / "java"
+    java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.20\" 2023-07-18' >&2\n")
+    java.chmod(0o755)
+    job = tmp_path / "job.py"
+    job.write_text("raise SystemExit('must not run')\n")
+    result = _run(str(job), env={"PATH": f"{fake}:{os.environ['PATH']}"})
+    assert result.returncode != 0
+    assert "Java 17+ is required for Spark 4, found '11.0.20'" in result.stderr
+
+
+@pytest.mark.spark
+def test_runs_a_job_file_with_args_and_repo_settings(tmp_path):
+    job = tmp_path / "tiny.py"
+    job.write_text(
+        "import sys\n"
+        "from jobs.spark.session import get_or_create_session\n"
+        "spark = get_or_create_session('tiny')\n"
+        "n = spark.range(3).count()\n"
+        "print('RESULT', n, spark.conf.get('spark.sql.session.timeZone'), sys.argv[1:])\n"
+        "spark.stop()\n"
+    )
+    result = _run(
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(job),
+        "--x",
+        "1",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "RESULT 3 UTC ['--x', '1']" in result.stdout
+    assert " INFO " not in result.stderr  # log4j2.properties from conf/ keeps Spark at WARN
+
+
+def test_session_conf_precedence(tmp_path):
+    from jobs.spark.session import read_spark_defaults, resolve_session_conf
+
+    defaults = read_spark_defaults(ROOT / "conf" / "spark-defaults.conf")
+    assert defaults["spark.sql.session.timeZone"] == "UTC"
+    assert "spark.sql.extensions" not in defaults  # commented out: no Delta jars by default
+    conf = resolve_session_conf({"a": "1", "b": "2"}, {"b": "submitted"}, {"c": 3})
+    assert conf == {"a": "1", "c": "3", "spark.master": "local[*]"}
+    assert "spark.master" not in resolve_session_conf({}, {"spark.master": "yarn"})
+    bad = tmp_path / "bad.conf"
+    bad.write_text("# comment\nspark.x 1\nlonely\n")
+    from kafkalog_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"bad.conf:3: expected 'key value'"):
+        read_spark_defaults(bad)
+
+
+def test_get_or_create_session_returns_the_active_one(spark):
+    from jobs.spark.session import get_or_create_session
+
+    assert get_or_create_session("x", {"spark.sql.shuffle.partitions": "3"}) is spark
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
