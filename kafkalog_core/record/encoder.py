@@ -907,15 +907,24 @@ def _split_batches(
     cumulative = np.zeros(n + 1, dtype=np.int64)
     body += varint_size_array(body, at_least_minus_one=True)
     np.cumsum(body, out=cumulative[1:])
+    # from `uniform_from` on every record has the same estimate: batches there are a fixed count
+    differs = np.flatnonzero(body != body[-1])
+    uniform_from = int(differs[-1]) + 1 if differs.size else 0
     starts = []
     start = 0
     search = cumulative.searchsorted
-    while start < n:
+    while start < n and start < uniform_from:
         end = int(search(cumulative[start] + budget, side="right")) - 1
         if end <= start:
             end = start + 1
         starts.append(start)
         start = end
+    if start < n:
+        per_batch = max(1, budget // int(body[-1]))
+        return (
+            np.concatenate((np.array(starts, dtype=np.int64), np.arange(start, n, per_batch))),
+            increasing,
+        )
     return np.array(starts, dtype=np.int64), increasing
 
 

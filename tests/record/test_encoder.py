@@ -524,3 +524,21 @@ def test_input_types_give_the_same_bytes(key_type, value_type):
     )
     assert len(reference) > 3
     assert bytes(as_type.buffer) == bytes(reference.buffer)
+
+
+def test_uniform_records_split_like_the_walk():
+    """Records of one estimated size take a shortcut in the split; it must match the walk."""
+    n = 2000
+    values = [b"v" * 50] * n
+    uniform = encode_records(
+        {"value": pa.array(values), "timestamp": pa.array([7] * n, pa.int64())},
+        options=BatchOptions(max_batch_bytes=1500),
+    )
+    # a larger last record makes every record before it go through the per-batch walk
+    walked = encode_records(
+        {"value": pa.array([*values, b"x" * 60]), "timestamp": pa.array([7] * (n + 1), pa.int64())},
+        options=BatchOptions(max_batch_bytes=1500),
+    )
+    assert len(uniform) > 10
+    assert list(uniform.record_counts[:-1]) == list(walked.record_counts[: len(uniform) - 1])
+    assert int(uniform.sizes.max()) <= 1500
