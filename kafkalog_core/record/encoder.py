@@ -11,12 +11,15 @@ batch boundaries are. So the encoder
 1. computes per-record sizes with numpy and decides the batch boundaries (a producer-style
    greedy split on the uncompressed size; one `searchsorted` per batch, nothing per record);
 2. composes each record's "prefix" (length .. keyLength) and "middle" (valueLength) as
-   little-endian words in numpy and hands them to Arrow as inline `binary_view` values, which
-   Arrow compacts in C++;
-3. lets Arrow concatenate `header placeholder | prefix | key | middle | value | headers`
-   element-wise: the result's data buffer *is* the encoded log, records contiguous, with a 61-byte
-   hole in front of each batch's first record (for compressed batches the hole is left out and
-   each batch's records region is compressed with one C call);
+   little-endian words in numpy and hands them to Arrow as `binary_view` values, which Arrow
+   compacts in C++;
+3. lets Arrow concatenate the pieces element-wise so that the result's data buffer *is* the
+   encoded log. Without record headers the pieces are
+   `[previous headersCount 0x00][61-byte header if first of a batch][prefix] | key | middle |
+   value` (four inputs: Arrow's cost is per piece); otherwise `header hole | prefix | key |
+   middle | value | headersCount+headers` (headers are serialized with the same element-wise
+   joins). For compressed batches the records region of each batch is compressed with one C
+   call and the headers are written around the results;
 4. fills all headers at once from a numpy structured array and computes one CRC-32C per batch.
 
 Python-level work is per batch, never per record, for binary/string keys and values with or
@@ -447,9 +450,9 @@ def _timestamps(column: pa.Array | None, n: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-_SIZE_LIMITS = [
-    1 << (7 * k - 1) for k in range(1, 10)
-]  # zigzag(v) >= 2**7k  <=>  |v|' >= 2**(7k-1)
+# a varint needs more than k bytes when zigzag(v) >= 2**7k, i.e. when the folded value
+# (v for v >= 0, -v-1 for v < 0) is >= 2**(7k-1)
+_SIZE_LIMITS = [1 << (7 * k - 1) for k in range(1, 10)]
 _WORD_TABLE_SIZE = 1 << 16
 _word_table: np.ndarray | None = None
 
@@ -813,7 +816,11 @@ def _headers_suffix(
     column: pa.Array | None, n: int, base_offset: int
 ) -> tuple[pa.Array | None, np.ndarray]:
     """headersCount + headers of each record as a binary array (None = no headers at all)."""
-    if column is None or column.null_count == n:
+    if column is None:
+        return None, np.ones(n, dtype=np.int64)
+    if len(column) != n:
+        raise InvalidRecordError(f"column 'headers' has {len(column)} rows but 'value' has {n}")
+    if column.null_count == n:
         return None, np.ones(n, dtype=np.int64)
     t = column.type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)):
