@@ -126,6 +126,39 @@ class LoadReport:
         )
 
 
+def batch_options_for(
+    config: LogConfig,
+    *,
+    leader_epoch: int | None = None,
+    now_ms: int | None = None,
+    max_batch_bytes: int | None = None,
+) -> Any:
+    """How a topic's records become batches, from its LogConfig.
+
+    Codec and level from compression.type (`producer` keeps "the producer's codec": we are the
+    producer and write uncompressed batches), timestamp type from message.timestamp.type
+    (LogAppendTime stamps `now_ms`), batches targeting `max_batch_bytes` (default 1 MiB) capped
+    by max.message.bytes and segment.bytes, and the leader epoch a broker would stamp.
+    """
+    from kafkalog_core.record.batch import Compression, TimestampType
+    from kafkalog_core.record.encoder import BatchOptions
+
+    codec = config.codec or Compression.NONE
+    ts_type = config.timestamp_type
+    max_message = int(config.max_message_bytes)
+    return BatchOptions(
+        compression=codec,
+        compression_level=config.compression_level(codec),
+        timestamp_type=ts_type,
+        log_append_time_ms=_now(now_ms) if ts_type is TimestampType.LOG_APPEND_TIME else None,
+        max_batch_bytes=max(
+            min(max_batch_bytes or (1 << 20), max_message, int(config.segment_bytes)), 62
+        ),
+        max_message_bytes=max_message,
+        partition_leader_epoch=-1 if leader_epoch is None else leader_epoch,
+    )
+
+
 class PartitionLog:
     """The segments of one topic-partition directory, oldest first; the last one is active."""
 
@@ -296,28 +329,12 @@ class PartitionLog:
 
     # ---- append ----------------------------------------------------------------------------------
     def batch_options(self, now: int | None = None, max_batch_bytes: int | None = None) -> Any:
-        """The BatchOptions this log's config asks for (codec, level, timestamp type, epoch).
-
-        compression.type=producer keeps "the producer's codec": we are the producer and write
-        uncompressed batches.
-        """
-        from kafkalog_core.record.batch import Compression, TimestampType
-        from kafkalog_core.record.encoder import BatchOptions
-
-        cfg = self.config
-        codec = cfg.codec or Compression.NONE
-        ts_type = cfg.timestamp_type
-        max_message = int(cfg.max_message_bytes)
-        return BatchOptions(
-            compression=codec,
-            compression_level=cfg.compression_level(codec),
-            timestamp_type=ts_type,
-            log_append_time_ms=_now(now) if ts_type is TimestampType.LOG_APPEND_TIME else None,
-            max_batch_bytes=max(
-                min(max_batch_bytes or (1 << 20), max_message, int(cfg.segment_bytes)), 62
-            ),
-            max_message_bytes=max_message,
-            partition_leader_epoch=-1 if self.leader_epoch is None else self.leader_epoch,
+        """The BatchOptions this log's config asks for (codec, level, timestamp type, epoch)."""
+        return batch_options_for(
+            self.config,
+            leader_epoch=self.leader_epoch,
+            now_ms=_now(now),
+            max_batch_bytes=max_batch_bytes,
         )
 
     def append_records(

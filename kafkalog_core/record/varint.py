@@ -74,7 +74,9 @@ def decode_varint(
         if byte < 0x80:
             return unzigzag(result), at + 1
         shift += 7
-    raise CorruptRecordError(f"varint at position {position} is too long (more than {max_bytes} bytes)")
+    raise CorruptRecordError(
+        f"varint at position {position} is too long (more than {max_bytes} bytes)"
+    )
 
 
 def decode_varlong(buf: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:
@@ -101,7 +103,9 @@ def varint_sizes(values: np.ndarray) -> np.ndarray:
     return (np.searchsorted(_THRESHOLDS, unsigned, side="right") + 1).astype(np.int64)
 
 
-def varint_bytes(values: np.ndarray, width: int = MAX_VARLONG_BYTES) -> tuple[np.ndarray, np.ndarray]:
+def varint_bytes(
+    values: np.ndarray, width: int = MAX_VARLONG_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
     """Encode many values: returns (matrix uint8 [n, width], sizes int64 [n]).
 
     Row i holds value i's varint in its first sizes[i] bytes; the rest of the row is garbage
@@ -121,7 +125,11 @@ def varint_bytes(values: np.ndarray, width: int = MAX_VARLONG_BYTES) -> tuple[np
 
 
 def decode_varints_at(
-    data: np.ndarray, positions: np.ndarray, *, max_bytes: int = MAX_VARINT_BYTES, limit: int | None = None
+    data: np.ndarray,
+    positions: np.ndarray,
+    *,
+    max_bytes: int = MAX_VARINT_BYTES,
+    limit: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decode one zig-zag varint at each of `positions` in the uint8 array `data`.
 
@@ -155,6 +163,8 @@ def decode_varints_at(
             break
     if active.any():
         bad = int(positions[active][0])
-        raise CorruptRecordError(f"varint at position {bad} is too long (more than {max_bytes} bytes)")
+        raise CorruptRecordError(
+            f"varint at position {bad} is too long (more than {max_bytes} bytes)"
+        )
     signed = (result >> np.uint64(1)).view(np.int64) ^ -(result & np.uint64(1)).view(np.int64)
     return signed, sizes
