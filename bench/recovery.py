@@ -67,9 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         opened.close(fsync=False)
         best_open = min(best_open, time.perf_counter() - start)
     mb = total / 1e6
-    print(f"records={args.records} bytes={total} ({mb:.1f} MB) segments={len(bases)} batches~{total // 16384}")
+    print(
+        f"records={args.records} bytes={total} ({mb:.1f} MB) segments={len(bases)} batches~{total // 16384}"
+    )
     print(f"LogSegment.recover, all segments:        {best:.3f} s  -> {mb / best:,.0f} MB/s")
-    print(f"PartitionLog.open (unclean, no indexes): {best_open:.3f} s  -> {mb / best_open:,.0f} MB/s")
+    print(
+        f"PartitionLog.open (unclean, no indexes): {best_open:.3f} s  -> {mb / best_open:,.0f} MB/s"
+    )
     print("rebuilt .index/.timeindex == written at append time: yes")
     shutil.rmtree(args.dir, ignore_errors=True)
     return 0

@@ -8,4 +8,5 @@ cd "$kafkalog_root"
 export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"
 "$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench
+"$kafkalog_venv/bin/ruff" format --check --quiet kafkalog_core jobs tests bench
 exec "$kafkalog_venv/bin/python" -m pytest "$@"
