@@ -1,0 +1,242 @@
+"""Shared builders for the ingest job tests: sources, configs, an independent reader, snapshots.
+
+The reader is kafka-python's `MemoryRecords` over each `.log` file (not our decoder), and the
+partition oracle is kafka-python's murmur2, so a bug shared by our encoder and decoder, or by
+our partitioner and its tests, cannot hide.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from kafka.partitioner.default import murmur2 as kp_murmur2
+from kafka.record.memory_records import MemoryRecords
+
+from jobs.ingestion.commit import meta_root
+
+BASE_TS = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+BASE_MS = int(BASE_TS.timestamp() * 1000)
+
+RECORD_SCHEMA = (
+    "topic string, partition int, offset long, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, timestamp long"
+)
+
+SOURCE_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("topic", pa.string()),
+        ("user", pa.string()),
+        ("payload", pa.binary()),
+        ("event_time", pa.timestamp("us", tz="UTC")),
+        ("attrs", pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))),
+        ("part", pa.int32()),
+    ]
+)
+
+# §11 vectors (KAFKA_LOG_FACTS.md): key -> partition of 10.
+VECTOR_KEYS = {"foobar": 6, "abc": 7, "21": 0, "a-little-bit-longer-string": 9}
+
+
+def kp_partition(key: bytes, partitions: int) -> int:
+    """kafka-python's DefaultPartitioner arithmetic: toPositive(murmur2(key)) % n."""
+    return (kp_murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def source_rows(
+    n: int,
+    *,
+    start_id: int = 0,
+    topic: str | None = "events",
+    users: int = 40,
+    hot_user: str | None = None,
+    seed: int = 7,
+    start_ms: int = BASE_MS,
+) -> list[dict[str, Any]]:
+    """Deterministic rows: keys with repeats, tombstones, headers (some null values), ties in time.
+
+    event_time advances by 0..3 s per row with some equal neighbours, so `ordering: [event_time,
+    id]` has ties that only the second expression breaks. Payload sizes vary 0..300 bytes.
+    """
+    rng = random.Random(seed + start_id)
+    rows = []
+    ms = start_ms
+    for i in range(start_id, start_id + n):
+        ms += rng.choice((0, 0, 1000, 2000, 3000))
+        if hot_user is not None and rng.random() < 0.9:
+            user = hot_user
+        else:
+            user = f"user-{rng.randrange(users)}"
+        payload = (
+            None if i % 97 == 5 else bytes(rng.randrange(256) for _ in range(rng.randrange(300)))
+        )
+        attrs = [{"key": "seq", "value": str(i)}]
+        if i % 5 == 0:
+            attrs.append({"key": "maybe", "value": None})
+        rows.append(
+            {
+                "id": i,
+                "topic": topic,
+                "user": user,
+                "payload": payload,
+                "event_time": dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc),
+                "attrs": attrs,
+                "part": i % 3,
+            }
+        )
+    return rows
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]], *, files: int = 1) -> Path:
+    """Rows as `files` Parquet files in directory `path` (row order kept across file names)."""
+    path.mkdir(parents=True, exist_ok=True)
+    per = -(-len(rows) // files)
+    for f in range(files):
+        chunk = rows[f * per : (f + 1) * per]
+        if chunk:
+            pq.write_table(
+                pa.Table.from_pylist(chunk, schema=SOURCE_SCHEMA), path / f"part-{f:03d}.parquet"
+            )
+    return path
+
+
+def config_doc(
+    source: str | dict,
+    root: Path,
+    *,
+    topics: dict | None = None,
+    mapping: dict | None = None,
+    ordering: Any = ("event_time", "id"),
+    reject_path: str | None = None,
+) -> dict:
+    """An ingest config document (what a YAML file holds)."""
+    src = {"format": "parquet", "path": str(source)} if isinstance(source, (str, Path)) else source
+    return {
+        "source": src,
+        "output": {"root": str(root), "reject_path": reject_path},
+        "topics": topics
+        or {
+            "events": {
+                "partitions": 5,
+                "config": {"segment.bytes": 16384, "index.interval.bytes": 1024},
+            }
+        },
+        "mapping": {
+            "topic": "events",
+            "key": {"column": "user", "format": "string"},
+            "value": {"column": "payload"},
+            "headers": {"column": "attrs", "values": {"src": "'web'"}},
+            "timestamp": {"column": "event_time"},
+            **(mapping or {}),
+        },
+        "ordering": list(ordering) if isinstance(ordering, (list, tuple)) else ordering,
+    }
+
+
+def expected_records(
+    rows: list[dict[str, Any]], partitions: dict[str, int], leo=None
+) -> list[tuple]:
+    """What the log must hold for `rows`: murmur2 (kafka-python) partition, offsets by
+    (event_time, id) per partition continuing from `leo` ({(topic, p): offset})."""
+    out = []
+    placed: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        key = r["user"].encode()
+        tp = (r["topic"], kp_partition(key, partitions[r["topic"]]))
+        placed.setdefault(tp, []).append(r)
+    for tp, group in sorted(placed.items()):
+        group.sort(key=lambda r: (r["event_time"], r["id"]))
+        first = (leo or {}).get(tp, 0)
+        for offset, r in enumerate(group, start=first):
+            headers = [
+                (h["key"], None if h["value"] is None else h["value"].encode()) for h in r["attrs"]
+            ]
+            headers.append(("src", b"web"))
+            out.append(
+                (
+                    tp[0],
+                    tp[1],
+                    offset,
+                    r["user"].encode(),
+                    r["payload"],
+                    [{"key": k, "value": v} for k, v in headers],
+                    int(r["event_time"].timestamp() * 1000),
+                )
+            )
+    return out
+
+
+def segment_files(pdir: Path, ext: str = "log") -> list[Path]:
+    return sorted(pdir.glob(f"*.{ext}"))
+
+
+def read_partition(pdir: Path) -> tuple[list[tuple], list[Any]]:
+    """(records, batches) of a partition dir through kafka-python, segments in offset order.
+
+    records: (offset, key, value, headers, timestamp); every batch's CRC is validated and every
+    segment's name must be its first batch's base offset.
+    """
+    records, batches = [], []
+    for log in segment_files(pdir):
+        data = log.read_bytes()
+        mr = MemoryRecords(data)
+        first = True
+        while mr.has_next():
+            batch = mr.next_batch()
+            assert batch.validate_crc(), f"{log}: bad CRC at offset {batch.base_offset}"
+            if first:
+                assert int(log.name[:20]) == batch.base_offset, f"{log}: name vs base offset"
+                first = False
+            batches.append(batch)
+            for rec in batch:
+                records.append(
+                    (
+                        rec.offset,
+                        rec.key,
+                        rec.value,
+                        [(k, v) for k, v in rec.headers],
+                        rec.timestamp,
+                    )
+                )
+    return records, batches
+
+
+def read_root(root: Path) -> list[tuple]:
+    """Every record under a log dir as rows of RECORD_SCHEMA, sorted by (topic, partition, offset)."""
+    out = []
+    for pdir in sorted(p for p in root.iterdir() if p.is_dir()):
+        topic, _, part = pdir.name.rpartition("-")
+        records, _ = read_partition(pdir)
+        for offset, key, value, headers, ts in records:
+            out.append(
+                (
+                    topic,
+                    int(part),
+                    offset,
+                    None if key is None else bytes(key),
+                    None if value is None else bytes(value),
+                    [{"key": k, "value": None if v is None else bytes(v)} for k, v in headers],
+                    ts,
+                )
+            )
+    return sorted(out, key=lambda r: (r[0], r[1], r[2]))
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Relative path -> SHA-256 of every file under `root` (directories included as markers)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def staging_leftovers(root: Path) -> list[str]:
+    base = meta_root(root) / "staging"
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*")) if base.exists() else []
