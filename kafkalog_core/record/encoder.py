@@ -457,16 +457,20 @@ _WORD_TABLE_SIZE = 1 << 16
 _word_table: np.ndarray | None = None
 
 
-def varint_size_array(values: np.ndarray, *, at_least_minus_one: bool = False) -> np.ndarray:
+def varint_size_array(
+    values: np.ndarray, *, at_least_minus_one: bool = False, top: int | None = None
+) -> np.ndarray:
     """Zig-zag varint size of each int64 value; a few comparisons, only up to the largest value.
 
     `at_least_minus_one` promises values >= -1 (lengths, deltas, sizes): -1 and 0..63 are all
-    one byte, so the sign folding can be skipped.
+    one byte, so the sign folding can be skipped. `top` (with it) is the known largest value,
+    which saves the pass that finds it.
     """
     values = np.asarray(values, dtype=np.int64)
     # fold: v for v >= 0, -v-1 for v < 0; zigzag(v) >= 2**7k  <=>  folded >= 2**(7k-1)
     folded = values if at_least_minus_one else values ^ (values >> 63)
-    top = int(folded.max()) if folded.size else 0
+    if top is None or not at_least_minus_one:
+        top = int(folded.max()) if folded.size else 0
     if top < _SIZE_LIMITS[0]:
         return np.ones(values.shape, dtype=np.int64)
     sizes = np.add(folded >= _SIZE_LIMITS[0], 1, dtype=np.int64)
@@ -518,6 +522,8 @@ def _varint_words(values: np.ndarray, max_size: int) -> np.ndarray:
     if low == high:  # one value for every row: a 1-element word
         return _spread(np.array([(low << 1) ^ (low >> 63)], dtype=np.uint64), max_size)
     half = _WORD_TABLE_SIZE // 2
+    if low >= 0 and high < 64:  # one byte: the zig-zag value itself
+        return np.left_shift(v, 1).view(np.uint64)
     if -half <= low and high < half:
         if low >= 0:
             return _table()[half:][v]  # index by the value itself: no offset pass
@@ -591,13 +597,14 @@ def _varint_fields_words(
     """(total size, low word, high word) of each row's concatenated varints, or None when a row
     needs more than 12 bytes. Fields are packed into at most two groups of <= 8 bytes.
 
-    While every field so far has one size for all rows, the bit position of the next field is
-    a plain int, which saves a pass per field in the common case.
+    A field's bit position is kept as (per-row array, plain int): fields of one size for all
+    rows only move the int, and a constant field's word is shifted by it for free (1-element),
+    so the common case runs few passes over the rows.
     """
-    total = np.zeros(n, dtype=np.int64)
-    fixed_total = 0
     max_sizes = []
     constant = []
+    variable = []
+    fixed_total = 0
     for _, sizes in fields:
         top = int(sizes.max())
         max_sizes.append(top)
@@ -605,8 +612,7 @@ def _varint_fields_words(
         if constant[-1]:
             fixed_total += top
         else:
-            total += sizes
-    total += fixed_total
+            variable.append(sizes)
     # pack consecutive fields into groups whose widest row fits one 64-bit word
     groups: list[list[int]] = [[]]
     width = 0
@@ -616,46 +622,63 @@ def _varint_fields_words(
             width = 0
         groups[-1].append(i)
         width += m
-    if int(total.max()) > _VIEW_INLINE_MAX or max(max_sizes) > 8 or len(groups) > 2:
+    if max(max_sizes) > 8 or len(groups) > 2:
+        return None
+    if variable:
+        total = variable[0] + fixed_total
+        for sizes in variable[1:]:
+            total += sizes
+    else:
+        total = np.full(n, fixed_total, dtype=np.int64)
+    if sum(max_sizes) > _VIEW_INLINE_MAX and int(total.max()) > _VIEW_INLINE_MAX:
         return None
     words = []
-    group_sizes: list[int | np.ndarray] = []
-    for group in groups:
+    group_shift: tuple[np.ndarray | None, int] = (None, 0)
+    for g, group in enumerate(groups):
         word = None
-        shift: int | np.ndarray = 0  # bits
-        for i in group:
+        shift_rows: np.ndarray | None = None  # uint64 bits per row (variable-size fields)
+        shift_bits = 0  # bits of constant-size fields, added on top of shift_rows
+        for k, i in enumerate(group):
             values, sizes = fields[i]
-            part = None if values is _ZERO else _varint_words(values, max_sizes[i])
-            if part is not None:
-                if isinstance(shift, np.ndarray):
-                    part = part << shift
-                elif shift:
-                    part <<= np.uint64(shift)
+            if values is not _ZERO:
+                part = _varint_words(values, max_sizes[i])
+                if shift_rows is not None and shift_bits and part.shape[0] != 1:
+                    shift_rows += np.uint64(shift_bits)  # fold once, reused by later fields
+                    shift_bits = 0
+                if shift_bits:
+                    part = part << np.uint64(shift_bits)
+                if shift_rows is not None:
+                    part = part << shift_rows
                 if word is None:
                     word = part
                 elif word.shape == part.shape:
                     word |= part
                 else:
                     word = word | part
-            if constant[i] and not isinstance(shift, np.ndarray):
-                shift += 8 * max_sizes[i]
+            if k == len(group) - 1 and not (g == 0 and len(groups) == 2):
+                break  # the last field's size moves nothing (the total is computed above)
+            if constant[i]:
+                shift_bits += 8 * max_sizes[i]
             else:
-                step = (np.broadcast_to(sizes, (n,)) << 3).view(np.uint64)
-                shift = (
-                    step + np.uint64(shift) if not isinstance(shift, np.ndarray) else shift + step
-                )
+                step = np.left_shift(sizes, 3).view(np.uint64)
+                if shift_rows is None:
+                    shift_rows = step
+                else:
+                    shift_rows += step
         words.append(np.zeros(n, dtype=np.uint64) if word is None else np.broadcast_to(word, (n,)))
-        group_sizes.append(shift)
+        if g == 0:
+            group_shift = (shift_rows, shift_bits)
     lo = words[0]
     hi = None
     if len(words) == 2:
-        first = group_sizes[0]
-        if isinstance(first, np.ndarray):
+        shift_rows, shift_bits = group_shift
+        if shift_rows is not None:
+            first = shift_rows + np.uint64(shift_bits) if shift_bits else shift_rows
             lo = lo | (words[1] << first)
             hi = words[1] >> (np.uint64(64) - first)
         else:
-            lo = lo | (words[1] << np.uint64(first))
-            hi = words[1] >> np.uint64(64 - first)
+            lo = lo | (words[1] << np.uint64(shift_bits))
+            hi = words[1] >> np.uint64(64 - shift_bits)
     return total, lo, hi
 
 
@@ -817,11 +840,11 @@ def _headers_suffix(
 ) -> tuple[pa.Array | None, np.ndarray]:
     """headersCount + headers of each record as a binary array (None = no headers at all)."""
     if column is None:
-        return None, np.ones(n, dtype=np.int64)
+        return None, np.ones(1, dtype=np.int64)  # one 0x00 headersCount byte for every row
     if len(column) != n:
         raise InvalidRecordError(f"column 'headers' has {len(column)} rows but 'value' has {n}")
     if column.null_count == n:
-        return None, np.ones(n, dtype=np.int64)
+        return None, np.ones(1, dtype=np.int64)
     t = column.type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)):
         raise InvalidRecordError(
@@ -881,6 +904,17 @@ def _headers_suffix(
 # ---------------------------------------------------------------------------------------------
 
 
+def _length_sizes(lengths: np.ndarray) -> np.ndarray:
+    """varint sizes of lengths (>= -1); a 1-element array when all rows have the same size."""
+    if lengths.shape[0] == 0:
+        return np.ones(0, dtype=np.int64)
+    low, high = int(lengths.min()), int(lengths.max())
+    one_low = varint_size_array(np.array([low]), at_least_minus_one=True)
+    if int(one_low[0]) == int(varint_size_array(np.array([high]), at_least_minus_one=True)[0]):
+        return one_low
+    return varint_size_array(lengths, at_least_minus_one=True, top=high)
+
+
 def _split_batches(
     fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int
 ) -> tuple[np.ndarray, bool]:
@@ -904,19 +938,24 @@ def _split_batches(
     increasing = n < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1]))
     if increasing:
         # non-decreasing: the farthest possible batch start is `most - 1` records back
-        back = np.empty(n, dtype=np.int64)
-        back[: most - 1] = timestamps[0]
-        back[most - 1 :] = timestamps[: n - most + 1]
-        delta_size = varint_size_array(timestamps - back, at_least_minus_one=True)
+        # (differences of two slices: no shifted copy of the timestamps)
+        delta = np.empty(n, dtype=np.int64)
+        np.subtract(timestamps[: most - 1], timestamps[0], out=delta[: most - 1])
+        np.subtract(timestamps[most - 1 :], timestamps[: n - most + 1], out=delta[most - 1 :])
+        body = varint_size_array(delta, at_least_minus_one=True)
+        del delta
     else:
-        delta_size = _window_delta_sizes(timestamps, most)
-    body = fixed + delta_size + offset_delta_size
-    cumulative = np.zeros(n + 1, dtype=np.int64)
+        body = _window_delta_sizes(timestamps, most)
+    body += fixed
+    body += offset_delta_size
     body += varint_size_array(body, at_least_minus_one=True)
-    np.cumsum(body, out=cumulative[1:])
     # from `uniform_from` on every record has the same estimate: batches there are a fixed count
     differs = np.flatnonzero(body != body[-1])
     uniform_from = int(differs[-1]) + 1 if differs.size else 0
+    # the greedy search below only reads sums up to one batch past `uniform_from`
+    reach = min(n, uniform_from + most + 1) if uniform_from else 0
+    cumulative = np.zeros(reach + 1, dtype=np.int64)
+    np.cumsum(body[:reach], out=cumulative[1:])
     starts = []
     start = 0
     search = cumulative.searchsorted
@@ -1007,28 +1046,39 @@ def encode_records(
 
     key_lengths = _lengths(keys)
     value_lengths = _lengths(values)
-    key_length_sizes = varint_size_array(key_lengths, at_least_minus_one=True)
-    value_length_sizes = varint_size_array(value_lengths, at_least_minus_one=True)
-    fixed = key_length_sizes + value_length_sizes
-    fixed += key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
-    fixed += value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0)
-    fixed += header_sizes
-    fixed += 1  # attributes
+    key_length_sizes = _length_sizes(key_lengths)
+    value_length_sizes = _length_sizes(value_lengths)
+    # sizes that are one value for all rows stay 1-element arrays and fold into a scalar
+    fixed = key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
+    fixed = fixed + (value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0))
+    scalar = 1  # attributes
+    for sizes in (key_length_sizes, value_length_sizes, header_sizes):
+        if sizes.shape[0] == 1:
+            scalar += int(sizes[0])
+        else:
+            fixed += sizes
+    fixed += scalar
     starts, increasing = _split_batches(fixed, timestamps, options.max_batch_bytes)
     batch_count = starts.shape[0]
     counts = np.diff(np.append(starts, n))
 
     # exact per-record deltas and sizes within the chosen batches
-    first_of_record = np.repeat(starts, counts)
-    offset_deltas = np.arange(n, dtype=np.int64) - first_of_record
+    # (subtractions write into the repeated arrays: no extra temporaries)
+    offset_deltas = np.repeat(starts, counts)
+    np.subtract(np.arange(n, dtype=np.int64), offset_deltas, out=offset_deltas)
     base_timestamps = timestamps[starts]
-    timestamp_deltas = timestamps - np.repeat(base_timestamps, counts)
+    timestamp_deltas = np.repeat(base_timestamps, counts)
+    np.subtract(timestamps, timestamp_deltas, out=timestamp_deltas)
     timestamp_delta_sizes = varint_size_array(timestamp_deltas, at_least_minus_one=increasing)
-    offset_delta_sizes = varint_size_array(offset_deltas, at_least_minus_one=True)
-    bodies = fixed + timestamp_delta_sizes + offset_delta_sizes
+    offset_delta_sizes = varint_size_array(
+        offset_deltas, at_least_minus_one=True, top=int(counts.max()) - 1
+    )
+    bodies = fixed + timestamp_delta_sizes
+    bodies += offset_delta_sizes
     body_sizes = varint_size_array(bodies, at_least_minus_one=True)
     record_sizes = bodies + body_sizes
     region_sizes = np.add.reduceat(record_sizes, starts)
+    del record_sizes
 
     prefix_fields = [
         (bodies, body_sizes),
