@@ -398,8 +398,10 @@ class PartitionLog:
                 f"{self.dir}: batch at offset {int(base_offsets[i])} is {int(sizes[i])} bytes, "
                 f"larger than {limit} ({max_message if limit == 'max.message.bytes' else segment_bytes})"
             )
-        encoded = self._stamp_leader_epoch(encoded)
-        self._assign_epochs(encoded)
+        # PLEs read once: the stamp check and the epoch cache share them
+        ples = _gather_i32(encoded.buffer, encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)
+        encoded, ples = self._stamp_leader_epoch(encoded, ples)
+        self._assign_epochs(encoded, ples)
         now = _now(now_ms)
         rolled = self._append_with_rolls(encoded, now)
         self._next_offset = int(last_offsets[-1]) + 1
@@ -419,22 +421,26 @@ class PartitionLog:
             rolled_segments=rolled,
         )
 
-    def _stamp_leader_epoch(self, encoded: EncodedBatches) -> EncodedBatches:
-        """Write our leader epoch into every batch's PLE field, copying the buffer only if needed."""
-        if self.leader_epoch is None:
-            return encoded
-        ples = _gather_i32(encoded.buffer, encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)
-        if np.all(ples == self.leader_epoch):
-            return encoded
+    def _stamp_leader_epoch(
+        self, encoded: EncodedBatches, ples: np.ndarray
+    ) -> tuple[EncodedBatches, np.ndarray]:
+        """Write our leader epoch into every batch's PLE field (outside the CRC).
+
+        Zero copies in the common case: `batch_options` has the encoder write our epoch, so
+        this is one comparison. Batches encoded with another epoch are stamped into a copy (the
+        caller's buffer is left as it was).
+        """
+        if self.leader_epoch is None or np.all(ples == self.leader_epoch):
+            return encoded, ples
         buf = bytearray(encoded.buffer)
         arr = np.frombuffer(buf, dtype=np.uint8)
         idx = (encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)[:, None] + np.arange(4)
         arr[idx] = np.frombuffer(np.array([self.leader_epoch], dtype=">i4").tobytes(), np.uint8)
-        return dc_replace(encoded, buffer=memoryview(buf))
+        stamped = dc_replace(encoded, buffer=memoryview(buf))
+        return stamped, np.full(len(encoded), self.leader_epoch, dtype=np.int64)
 
-    def _assign_epochs(self, encoded: EncodedBatches) -> None:
+    def _assign_epochs(self, encoded: EncodedBatches, ples: np.ndarray) -> None:
         """Leader-epoch cache: a batch whose PLE exceeds the latest epoch starts that epoch."""
-        ples = _gather_i32(encoded.buffer, encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)
         latest = self.leader_epoch_cache.latest_epoch
         latest = -1 if latest is None else latest
         running = np.maximum.accumulate(np.concatenate(([latest], ples)))[:-1]
