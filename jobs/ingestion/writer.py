@@ -6,10 +6,14 @@ unique to the task attempt: the log rolls by segment.bytes / segment.ms and inde
 index.interval.bytes exactly as the engine does anywhere else, because it *is* the engine.
 
 Batches must not depend on how Spark happened to slice the input into Arrow batches, or the
-output would differ from a one-shot write of the same records. The encoder splits greedily from
-the first record, so after encoding a chunk we append every batch but the last and carry the last
-batch's records over into the next chunk: the split from that point on is the same one a single
-encode of everything would have made.
+same records would give different logs. A range is encoded in chunks (to keep memory flat):
+a chunk ends after the record that brings its payload bytes to `chunk_bytes`, counted from the
+chunk's first record, so chunk boundaries depend on the records only; every batch but the last
+is appended and the last batch's records are carried over into the next chunk. A range within
+one chunk is exactly one encode, byte-identical to the engine's single append of the same
+records. A larger range is not always: the encoder's split estimates depend on where an encode
+starts and on the whole input (`_split_batches`), so batch boundaries can differ slightly from a
+single encode of everything (still valid, deterministic batches).
 
 Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 """
@@ -127,6 +131,7 @@ class _RangeWriter:
         self.options = settings.batch_options[assignment.topic]
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
+        self.chunk_limit = max(int(settings.chunk_bytes), 1)
         self.records = 0
         self.max_timestamp = -1
         self.replaces: int | None = None
@@ -159,17 +164,31 @@ class _RangeWriter:
 
     def add(self, table: pa.Table) -> None:
         self.pending.append(table)
-        self.pending_bytes += table.nbytes
-        if self.pending_bytes >= self.settings.chunk_bytes:
+        self.pending_bytes += _payload_bytes(table)
+        while self.pending_bytes >= self.chunk_limit:
             self._encode(final=False)
 
     def _encode(self, *, final: bool) -> None:
+        """Encode pending records and append the batches; unless `final`, encode exactly the
+        first records holding `chunk_limit` payload bytes and carry the last batch over.
+
+        Where a chunk ends depends only on the records (payload sizes counted from the chunk's
+        first record), never on how Spark sliced them into Arrow batches, so the same records
+        always give the same batches.
+        """
         if not self.pending:
             return
         table = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_bytes = [], 0
         if table.num_rows == 0:
             return
+        rest = None
+        if not final:
+            sizes = np.cumsum(_row_payload_bytes(table))
+            cut = int(np.searchsorted(sizes, self.chunk_limit, side="left")) + 1
+            if cut < table.num_rows:
+                rest = table.slice(cut)
+                table = table.slice(0, cut)
         encoded = encode_records(table, base_offset=self.log.log_end_offset, options=self.options)
         keep = len(encoded) if final else len(encoded) - 1
         if keep > 0:
@@ -179,8 +198,13 @@ class _RangeWriter:
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if not final:
             carried = int(encoded.record_counts[-1])
-            tail = table.slice(table.num_rows - carried)
-            self.pending, self.pending_bytes = [tail], tail.nbytes
+            self.pending = [table.slice(table.num_rows - carried)]
+            if rest is not None:
+                self.pending.append(rest)
+            self.pending_bytes = sum(_payload_bytes(t) for t in self.pending)
+            if keep == 0:
+                # One batch holds the whole chunk (big batches, compression): widen the chunk.
+                self.chunk_limit *= 2
 
     def finish(self) -> TaskManifest:
         self._encode(final=True)
@@ -208,6 +232,20 @@ class _RangeWriter:
             max_timestamp=self.max_timestamp,
             leader_epoch=self.settings.leader_epoch,
         )
+
+
+def _row_payload_bytes(table: pa.Table) -> np.ndarray:
+    """Per record: key + value bytes + 1 (a deterministic measure of its size for chunking)."""
+    sizes = np.ones(table.num_rows, dtype=np.int64)
+    for name in ("key", "value"):
+        if name in table.column_names:
+            lengths = pc.fill_null(pc.binary_length(table.column(name)), 0)
+            sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+    return sizes
+
+
+def _payload_bytes(table: pa.Table) -> int:
+    return int(_row_payload_bytes(table).sum()) if table.num_rows else 0
 
 
 def partition_runs(batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, int]]:
