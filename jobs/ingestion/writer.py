@@ -189,7 +189,13 @@ class _RangeWriter:
             if cut < table.num_rows:
                 rest = table.slice(cut)
                 table = table.slice(0, cut)
-        encoded = encode_records(table, base_offset=self.log.log_end_offset, options=self.options)
+        try:
+            encoded = encode_records(
+                table, base_offset=self.log.log_end_offset, options=self.options
+            )
+        except KafkaLogError as e:  # say which partition (the encoder knows only offsets)
+            a = self.assignment
+            raise type(e)(f"{a.topic}-{a.partition}: {e}") from None
         keep = len(encoded) if final else len(encoded) - 1
         if keep > 0:
             written = head(encoded, keep)

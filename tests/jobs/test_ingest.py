@@ -7,6 +7,7 @@ assertions below. Everything is read back with kafka-python, an independent read
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -258,3 +259,37 @@ def test_hot_partition_split_over_tasks_matches_one_task(spark, tmp_path):
     assert read_root(outputs[4]) == read_root(outputs[1])
     expected = expected_records(rows, {"events": 1})
     assert read_root(outputs[1]) == [(t, p, o, k, v, h, ts) for t, p, o, k, v, h, ts in expected]
+
+
+def test_compressed_and_log_append_time_topics_read_back(spark, source, tmp_path):
+    """gzip, lz4 and zstd batches decode with kafka-python's codecs to the source records; a
+    LogAppendTime topic stamps the run's start time as every batch's (and record's) timestamp."""
+    codecs = {"gz": "gzip", "lz": "lz4", "zs": "zstd"}
+    topics = {
+        name: {"partitions": 2, "config": {"compression.type": codec}}
+        for name, codec in codecs.items()
+    }
+    topics["la"] = {"partitions": 2, "config": {"message.timestamp.type": "LogAppendTime"}}
+    topic_expr = "CASE id % 4 WHEN 0 THEN 'gz' WHEN 1 THEN 'lz' WHEN 2 THEN 'zs' ELSE 'la' END"
+    rows = [dict(r) for r in source["rows"] if r["topic"] == "events"][:600]
+    for r in rows:
+        r["topic"] = ["gz", "lz", "zs", "la"][r["id"] % 4]
+    path = write_parquet(tmp_path / "src", rows)
+    root = tmp_path / "logs"
+    doc = config_doc(path, root, topics=topics, mapping={"topic": {"expr": topic_expr}})
+    before = int(time.time() * 1000)
+    result = run(spark, IngestConfig.from_dict(doc), run_id="codecs", out=lambda _: None)
+    after = int(time.time() * 1000)
+    assert result.records == len(rows)
+    partitions = dict.fromkeys(topics, 2)
+    expected = expected_records(rows, partitions)
+    actual = read_root(root)
+    stamped = {r[6] for r in actual if r[0] == "la"}
+    assert len(stamped) == 1 and before - 60_000 <= next(iter(stamped)) <= after
+    assert [r for r in actual if r[0] != "la"] == [r for r in expected if r[0] != "la"]
+    assert [r[:6] for r in actual if r[0] == "la"] == [r[:6] for r in expected if r[0] == "la"]
+    for name, codec_id in (("gz", 1), ("lz", 3), ("zs", 4), ("la", 0)):
+        for p in range(2):
+            _, batches = read_partition(root / f"{name}-{p}")
+            assert {b.compression_type for b in batches} == {codec_id}
+            assert {b.timestamp_type for b in batches} == {1 if name == "la" else 0}

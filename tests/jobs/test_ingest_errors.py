@@ -68,6 +68,11 @@ CASES = {
         InvalidRecordError,
         ["exceeds max.message.bytes=300", "topic 'events'"],
     ),
+    "too-large-compressed": (  # checked after compression, by the encoder in the write pass
+        {"topics": _topics(**{"max.message.bytes": 300, "compression.type": "gzip"})},
+        KafkaLogError,
+        ["events-", "larger than max_message_bytes=300 (max.message.bytes)"],
+    ),
     "partition-out-of-range": (
         {"mapping": {"partition": {"column": "part"}}},
         InvalidRecordError,
