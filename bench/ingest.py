@@ -1,0 +1,545 @@
+"""Benchmark: the ingest job (`jobs.ingest.run`) vs Spark's own `df.write.parquet`, same input.
+
+Not a test. Run from the repo root:
+
+    .venv/bin/python bench/ingest.py [--rows 5000000] [--master local[2]] [--scaling]
+        [--repeat 1] [--out bench/out] [--no-stages] [--task-profile]
+
+Input (generated once, deterministic, cached under --out, not timed): `--rows` rows of
+`key` binary(16) random, `value` binary(100) random, `ts` timestamp (ms, increasing), written by
+pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
+
+- parquet: `spark.read.parquet(src).write.parquet(dst)` with Spark's default codec (snappy) and
+  uncompressed.
+- ingest: `jobs.ingest.run(spark, config)` with a parquet source at `src`: one topic `bench`, 8
+  partitions (murmur2 of the key, as the Java producer), default topic configs (segment.bytes
+  1 GiB, uncompressed, CreateTime from `ts`), ordering = source, 1 MiB batches. This includes
+  everything a real run does: mapping + per-row checks, range partitioning, the counting pass,
+  the write pass (encode, PartitionLog, fsync, SHA-256 manifests) and the atomic publish.
+
+Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size) and
+the ratio ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
+then --master and prints the speedups. Per Spark stage (from Spark's event log, unless
+--no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--task-profile` skips
+Spark and runs the task-side functions (mapping's Arrow function, the counting pass,
+`write_task`) directly on Arrow data of the same rows under cProfile, and prints the split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+TOPIC = "bench"
+PARTITIONS = 8
+KEY_BYTES, VALUE_BYTES, TS_BYTES = 16, 100, 8
+ROW_BYTES = KEY_BYTES + VALUE_BYTES + TS_BYTES
+BASE_TS = 1_700_000_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Input
+
+
+def _binary(width: int, data: np.ndarray, n: int) -> pa.Array:
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def make_source(path: Path, rows: int, files: int, seed: int = 7) -> Path:
+    """`files` Parquet files holding `rows` rows in order; reused when already there."""
+    done = path / "_COMPLETE"
+    if done.exists() and done.read_text() == f"{rows} {files} {seed}":
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    per_file = -(-rows // files)
+    start = 0
+    for i in range(files):
+        n = min(per_file, rows - start)
+        if n <= 0:
+            break
+        keys = rng.integers(0, 256, KEY_BYTES * n, dtype=np.uint8)
+        values = rng.integers(0, 256, VALUE_BYTES * n, dtype=np.uint8)
+        ts = BASE_TS + np.arange(start, start + n, dtype=np.int64)
+        table = pa.table(
+            {
+                "key": _binary(KEY_BYTES, keys, n),
+                "value": _binary(VALUE_BYTES, values, n),
+                "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+            }
+        )
+        pq.write_table(table, path / f"part-{i:05d}.parquet", compression="snappy")
+        start += n
+    done.write_text(f"{rows} {files} {seed}")
+    return path
+
+
+def ingest_config(src: Path, root: Path) -> dict:
+    return {
+        "source": {"format": "parquet", "path": str(src)},
+        "output": {"root": str(root)},
+        "topics": {TOPIC: {"partitions": PARTITIONS}},
+        "mapping": {
+            "topic": TOPIC,
+            "key": {"column": "key", "format": "bytes"},
+            "value": {"column": "value", "format": "bytes"},
+            "timestamp": {"column": "ts"},
+        },
+    }
+
+
+def du(path: Path) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark
+
+
+def start_session(master: str, events: Path | None, tasks: int | None):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from jobs.spark.session import get_or_create_session
+
+    cores = int(master[master.index("[") + 1 : -1]) if "[" in master else os.cpu_count() or 2
+    conf = {
+        "spark.master": master,
+        # Static settings: only honoured when this process starts the JVM (first session).
+        "spark.driver.memory": "6g",
+        "spark.driver.maxResultSize": "1g",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.default.parallelism": str(tasks or cores),
+        "spark.sql.shuffle.partitions": str(tasks or max(cores, PARTITIONS)),
+        # Local mode: one JVM, spilling to /tmp; keep the local dir off the repo.
+        "spark.local.dir": "/tmp/kafkalog-bench-spark",
+    }
+    if events is not None:
+        events.mkdir(parents=True, exist_ok=True)
+        conf.update(
+            {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": events.absolute().as_uri(),
+                "spark.eventLog.compress": "false",
+                "spark.eventLog.rolling.enabled": "false",
+            }
+        )
+    spark = get_or_create_session(f"kafkalog-bench-ingest-{master}", conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed_parquet(spark, src: Path, dst: Path, codec: str) -> float:
+    shutil.rmtree(dst, ignore_errors=True)
+    start = time.perf_counter()
+    spark.read.parquet(str(src)).write.option("compression", codec).parquet(str(dst))
+    return time.perf_counter() - start
+
+
+def timed_ingest(spark, src: Path, root: Path, run_id: str, tasks: int | None):
+    from jobs import ingest
+    from jobs.ingestion.config import IngestConfig
+
+    for d in (root, root.parent / f".{root.name}.kafkalog"):  # the log dir and its meta area
+        shutil.rmtree(d, ignore_errors=True)
+    config = IngestConfig.from_dict(ingest_config(src, root))
+    start = time.perf_counter()
+    result = ingest.run(spark, config, run_id=run_id, tasks=tasks, out=lambda *_: None)
+    elapsed = time.perf_counter() - start
+    if result.status != "committed":
+        raise SystemExit(f"ingest run {run_id}: {result.status} ({result.summary})")
+    return elapsed, result
+
+
+def run_master(args, master: str, src: Path, warm: Path, events: Path | None) -> dict:
+    """All timed runs under one master; returns {name: [seconds...]} plus sizes and timings."""
+    spark = start_session(master, events, args.tasks)
+    sc = spark.sparkContext
+    out = args.out
+    sizes: dict[str, int] = {}
+    times: dict[str, list[float]] = {}
+    driver_timings: list[dict[str, int]] = []
+    # Warm-up (JVM JIT, Python workers, page cache of the source): a small run of each kind.
+    sc.setJobGroup("warmup", "warmup")
+    timed_parquet(spark, warm, out / "warm-parquet", "snappy")
+    timed_ingest(spark, warm, out / "warm-logs", f"warm-{time.time_ns()}", args.tasks)
+    spark.read.parquet(str(src)).selectExpr("sum(length(value))").collect()
+    kinds = ["parquet-snappy", "ingest"] + ([] if args.no_uncompressed else ["parquet-none"])
+    for r in range(args.repeat):
+        for kind in kinds:
+            group = f"{master}|{kind}|{r}"
+            sc.setJobGroup(group, group)
+            if kind == "ingest":
+                root = out / "ingest-logs"
+                t, result = timed_ingest(spark, src, root, f"bench-{time.time_ns()}", args.tasks)
+                driver_timings.append(result.timings_ms)
+                sizes[kind] = du(root)
+                if result.records != args.rows:
+                    raise SystemExit(f"ingest wrote {result.records} records, not {args.rows}")
+            else:
+                dst = out / f"{kind}-out"
+                t = timed_parquet(spark, src, dst, kind.split("-")[1])
+                sizes[kind] = du(dst)
+            times.setdefault(kind, []).append(t)
+            print(f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s", flush=True)
+    app_id = sc.applicationId
+    spark.stop()
+    for d in ("warm-parquet", "warm-logs", ".warm-logs.kafkalog", "parquet-snappy-out"):
+        shutil.rmtree(out / d, ignore_errors=True)
+    shutil.rmtree(out / "parquet-none-out", ignore_errors=True)
+    return {
+        "master": master,
+        "times": times,
+        "sizes": sizes,
+        "driver_timings": driver_timings,
+        "app_id": app_id,
+    }
+
+
+def print_table(res: dict, rows: int) -> None:
+    best = {k: min(v) for k, v in res["times"].items()}
+    mb = rows * ROW_BYTES / 1e6
+    print(f"\n{res['master']}: {rows:,} rows, {mb:.0f} MB of record payload (key+value+ts)")
+    print(f"{'path':16s} {'seconds':>8s} {'rows/s':>11s} {'MB/s':>7s} {'output MB':>10s}")
+    for kind, t in best.items():
+        out_mb = res["sizes"].get(kind, 0) / 1e6
+        print(f"{kind:16s} {t:8.2f} {rows / t:11,.0f} {mb / t:7.1f} {out_mb:10.1f}")
+    for kind in best:
+        if kind.startswith("parquet"):
+            print(
+                f"ratio ingest / {kind}: {best['ingest'] / best[kind]:.2f}  (goal <= 1.0, aim 0.8)"
+            )
+    for i, t in enumerate(res["driver_timings"]):
+        print(f"ingest driver timings_ms (run {i + 1}): {t}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stages from Spark's event log
+
+
+def stage_report(events: Path, app_id: str) -> None:
+    candidates = sorted(p for p in events.rglob(f"*{app_id}*") if p.is_file())
+    candidates = [p for p in candidates if not p.name.startswith((".", "appstatus"))]
+    if not candidates:
+        print(f"(no event log for {app_id} under {events})")
+        return
+    log = candidates[0]
+    stage_group: dict[int, str] = {}
+    stages = []
+    jobs: dict[int, tuple[str, float, float]] = {}
+    last: dict[int, float] = {}
+    job_start: dict[int, tuple[str, float]] = {}
+    with open(log) as f:
+        for line in f:
+            e = json.loads(line)
+            kind = e.get("Event")
+            if kind == "SparkListenerJobStart":
+                group = (e.get("Properties") or {}).get("spark.jobGroup.id", "")
+                for sid in e.get("Stage IDs", []):
+                    stage_group[sid] = group
+                job_start[e["Job ID"]] = (group, e["Submission Time"])
+            elif kind == "SparkListenerJobEnd":
+                group, t0 = job_start.get(e["Job ID"], ("", e["Completion Time"]))
+                jobs[e["Job ID"]] = (group, t0, e["Completion Time"])
+            elif kind == "SparkListenerStageCompleted":
+                info = e["Stage Info"]
+                acc: dict[str, float] = {}
+                for a in info.get("Accumulables", []):
+                    # "Value" is the accumulator's running total: SQL metrics of a plan node run
+                    # by several stages (the range sampling, then the shuffle) add up across
+                    # them, so take the difference from the last value seen.
+                    name, value = a.get("Name"), _num(a.get("Value"))
+                    acc[name] = acc.get(name, 0.0) + value - last.get(a.get("ID"), 0.0)
+                    last[a.get("ID")] = value
+                stages.append(
+                    {
+                        "id": info["Stage ID"],
+                        "name": info["Stage Name"],
+                        "tasks": info["Number of Tasks"],
+                        "wall": (info["Completion Time"] - info["Submission Time"]) / 1000,
+                        "run": acc.get("internal.metrics.executorRunTime", 0) / 1000,
+                        "cpu": acc.get("internal.metrics.executorCpuTime", 0) / 1e9,
+                        "gc": acc.get("internal.metrics.jvmGCTime", 0) / 1000,
+                        "in": acc.get("internal.metrics.input.bytesRead", 0) / 1e6,
+                        "shw": acc.get("internal.metrics.shuffle.write.bytesWritten", 0) / 1e6,
+                        "shr": acc.get("internal.metrics.shuffle.read.localBytesRead", 0) / 1e6,
+                        "spill": acc.get("internal.metrics.diskBytesSpilled", 0) / 1e6,
+                        "py": acc.get("time to execute Python code", 0) / 1000,
+                        "topy": acc.get("data sent to Python workers", 0) / 1e6,
+                    }
+                )
+    print(
+        f"\nSpark stages ({log.name}); wall = stage submit..complete; run/cpu/gc/py = sums over "
+        "tasks; py = Spark's 'time to execute Python code'; ->py = bytes sent to Python"
+    )
+    print(
+        f"{'group':26s} {'stage':>5s} {'what':28s} {'tasks':>5s} {'wall s':>6s}"
+        f" {'run s':>6s} {'cpu s':>6s} {'gc s':>5s} {'py s':>6s} {'->py MB':>7s}"
+        f" {'in MB':>6s} {'shW MB':>6s} {'shR MB':>6s} {'spill':>5s}"
+    )
+    cache_reads: dict[str, int] = {}
+    for s in sorted(stages, key=lambda s: s["id"]):
+        group = stage_group.get(s["id"], "")
+        if group == "warmup" or not group:
+            continue
+        s["name"] = _label(s, group, cache_reads)
+        print(
+            f"{group:26s} {s['id']:5d} {s['name'][:28]:28s} {s['tasks']:5d} {s['wall']:6.2f}"
+            f" {s['run']:6.2f} {s['cpu']:6.2f} {s['gc']:5.2f} {s['py']:6.2f}"
+            f" {s['topy']:7.1f} {s['in']:6.1f} {s['shw']:6.1f} {s['shr']:6.1f} {s['spill']:5.0f}"
+        )
+    by_group: dict[str, float] = {}
+    for group, t0, t1 in jobs.values():
+        if group and group != "warmup":
+            by_group[group] = by_group.get(group, 0.0) + (t1 - t0) / 1000
+    print("Spark job wall time per timed run (sum over its jobs):")
+    for group, t in by_group.items():
+        print(f"  {group:26s} {t:7.2f} s")
+
+
+def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
+    """What an ingest stage does, from its shape (callsite line numbers move with edits)."""
+    if "ingest" not in group:
+        return "read + write parquet" if s["tasks"] > 1 else "file listing / schema"
+    if s["shw"] > 0:
+        cache_reads[group] = 0
+        return "range shuffle: read+map(py)"
+    if s["shr"] > 0:
+        return "shuffle read, sort, cache"
+    if s["topy"] > 0 and group not in cache_reads:  # before the shuffle: RangePartitioner
+        return "range sampling: read+map(py)"
+    if s["topy"] > 0:  # after it: passes over the persisted sorted rows
+        cache_reads[group] += 1
+        return "count pass (py)" if cache_reads[group] == 1 else "write pass (py)"
+    return "file listing / schema" if s["tasks"] == 1 else s["name"]
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Task-side profile (no Spark)
+
+
+def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> None:
+    """Run the ingest's task functions on Arrow data of the benchmark rows, as Spark would."""
+    from jobs.ingestion.commit import finalize_task_staging  # noqa: F401  (profiled by name)
+    from jobs.ingestion.config import IngestConfig
+    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, _map_batch, _plan  # noqa: F401
+    from jobs.ingestion.planner import plan_offsets
+    from jobs.ingestion.writer import (
+        DEFAULT_BATCH_BYTES,
+        WriterSettings,
+        batch_options_for,
+        count_task,
+        write_task,
+    )
+
+    table = pq.read_table(src).slice(0, rows)
+    n = table.num_rows
+    config = IngestConfig.from_dict(ingest_config(src, out / "task-logs"))
+    plan = _plan(config)
+    # What mapping's mapInArrow receives (stage 1 output): Spark's column set for this config.
+    ts_ms = table.column("ts").cast(pa.int64()).combine_chunks()
+    entry = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    headers = pa.ListArray.from_arrays(
+        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], entry)
+    )  # no headers: every row an empty list, as the mapping's F.array() gives
+    prepared = pa.table(
+        {
+            "topic": pa.array(np.full(n, TOPIC, dtype=object), pa.string()),
+            "key": table.column("key").combine_chunks(),
+            "value": table.column("value").combine_chunks(),
+            "headers": headers,
+            "timestamp": ts_ms,
+            "_kl_partition_in": pa.nulls(n, pa.int32()),
+            ORDER_COLUMN: pa.StructArray.from_arrays(
+                [pa.array(np.arange(n, dtype=np.int64))], names=["pos"]
+            ),
+        }
+    )
+    batches = prepared.to_batches(max_chunksize=batch_rows)
+
+    def timed(fn, *a):
+        t0 = time.perf_counter()
+        value = fn(*a)
+        return value, time.perf_counter() - t0
+
+    cache: dict = {}
+    mapped, t_map = timed(lambda: [_map_batch(b, plan, cache) for b in batches])
+    mapped_table = pa.Table.from_batches(mapped)
+    # Range partitioning + sortWithinPartitions: by (topic, partition, pos); one task per
+    # partition here (the real job's range boundaries rarely align, so a task may hold 2).
+    order = np.lexsort(
+        (
+            np.arange(n),
+            mapped_table.column("partition").to_numpy(),
+        )
+    )
+    sorted_table = mapped_table.take(pa.array(order)).select(
+        ["topic", "partition", "key", "value", "headers", "timestamp"]
+    )
+    parts = sorted_table.column("partition").to_numpy()
+    bounds = np.searchsorted(parts, np.arange(PARTITIONS + 1))
+    tasks = [
+        sorted_table.slice(bounds[i], bounds[i + 1] - bounds[i]).to_batches(batch_rows)
+        for i in range(PARTITIONS)
+    ]
+
+    def count_all():
+        return [(i, t, p, c) for i, b in enumerate(tasks) for (t, p), c in count_task(b).items()]
+
+    counts, t_count = timed(count_all)
+    offsets = plan_offsets(counts, {})
+    spec = config.topic(TOPIC)
+    settings = WriterSettings(
+        output_root=str(out / "task-logs"),
+        run_id="task-profile",
+        configs={TOPIC: spec.log_config},
+        batch_options={
+            TOPIC: batch_options_for(
+                spec.log_config,
+                leader_epoch=0,
+                log_append_time_ms=None,
+                batch_bytes=DEFAULT_BATCH_BYTES,
+            )
+        },
+    )
+    lookup = offsets.as_lookup()
+
+    def write_all():
+        return [m for i, b in enumerate(tasks) for m in write_task(b, i, f"a{i}", lookup, settings)]
+
+    shutil.rmtree(out / "task-logs", ignore_errors=True)
+    manifests, t_write = timed(write_all)
+    size = sum(m.size_bytes for m in manifests)
+    shutil.rmtree(out / "task-logs", ignore_errors=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    write_all()
+    profiler.disable()
+    shutil.rmtree(out / "task-logs", ignore_errors=True)
+
+    mb = n * ROW_BYTES / 1e6
+    print(f"\nTask-side functions on {n:,} rows ({mb:.0f} MB payload), {batch_rows}-row batches,")
+    print(
+        f"one process, {PARTITIONS} simulated tasks (one per partition); {size / 1e6:.0f} MB written"
+    )
+    print(f"  mapping _map_batch (mapInArrow body): {t_map:6.2f} s  ({n / t_map:,.0f} rows/s)")
+    print(f"  count_task (counting pass body):      {t_count:6.2f} s")
+    print(f"  write_task (write pass body):         {t_write:6.2f} s  ({n / t_write:,.0f} rows/s)")
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt
+    wanted = [
+        ("encode_records", "encoder.py"),
+        ("append_batches", "partition_log.py"),
+        ("close", "partition_log.py"),
+        ("fsync_file", "commit.py"),
+        ("fsync_dir", "commit.py"),
+        ("sha256_file", "commit.py"),
+        ("write_manifest", "commit.py"),
+        ("finalize_task_staging", "commit.py"),
+        ("partition_runs", "writer.py"),
+        ("concat_tables", ""),
+        ("combine_chunks", ""),
+        ("from_batches", ""),
+        ("create", "partition_log.py"),
+    ]
+    print(f"  write_task under cProfile: {total:.2f} s; cumulative time by function:")
+    for func, file in wanted:
+        ct = sum(
+            v[3]
+            for (path, _, name), v in stats.stats.items()  # type: ignore[attr-defined]
+            if name == func and (not file or path.endswith(file))
+        )
+        print(f"    {func:24s} {ct:6.2f} s  {100 * ct / total:5.1f} %")
+    if os.environ.get("BENCH_PSTATS"):
+        stats.sort_stats("tottime").print_stats(25)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--scaling", action="store_true", help="also run local[1]; print speedups")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs of each path (best of)")
+    ap.add_argument("--files", type=int, default=8, help="source Parquet files")
+    ap.add_argument("--tasks", type=int, default=None, help="ingest tasks (default: the job's)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    ap.add_argument("--no-uncompressed", action="store_true", help="skip the uncompressed Parquet")
+    ap.add_argument("--no-stages", action="store_true", help="no Spark event log / stage table")
+    ap.add_argument("--task-profile", action="store_true", help="task-side cProfile, no Spark")
+    ap.add_argument("--profile-rows", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+    args.out = args.out.absolute()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    src = make_source(args.out / f"ingest-src-{args.rows}", args.rows, args.files)
+    warm = make_source(args.out / "ingest-src-warm", 100_000, 2)
+    print(
+        f"source: {src} ({du(src) / 1e6:.0f} MB on disk, {args.files} files), "
+        f"ready in {time.perf_counter() - t0:.1f} s"
+    )
+    if args.task_profile:
+        task_profile(src, min(args.profile_rows, args.rows), args.out)
+        return 0
+
+    events = None if args.no_stages else args.out / "ingest-events"
+    if events is not None:
+        shutil.rmtree(events, ignore_errors=True)
+    masters = (["local[1]"] if args.scaling and args.master != "local[1]" else []) + [args.master]
+    results = []
+    for master in masters:
+        res = run_master(args, master, src, warm, events)
+        results.append(res)
+        print_table(res, args.rows)
+        if events is not None:
+            stage_report(events, res["app_id"])
+    if len(results) == 2:
+        one, many = ({k: min(v) for k, v in r["times"].items()} for r in results)
+        print(f"\nscaling {results[0]['master']} -> {results[1]['master']} (speedup = t1 / t2):")
+        for kind in many:
+            print(
+                f"  {kind:16s} {one[kind]:7.2f} s -> {many[kind]:7.2f} s  x{one[kind] / many[kind]:.2f}"
+            )
+    for d in ("ingest-logs", ".ingest-logs.kafkalog"):
+        shutil.rmtree(args.out / d, ignore_errors=True)
+    print(f"\ntotal benchmark time {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
