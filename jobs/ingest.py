@@ -55,9 +55,9 @@ from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
     WriterSettings,
     batch_options_for,
-    count_task,
     write_task,
 )
+from jobs.spark.sources import SourceSpec, read_source
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
 
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 LEADER_EPOCH = 0  # what a fresh topic's first leader stamps on every batch
 
-_COUNT_SCHEMA = "task int, topic string, partition int, count long"
 _MANIFEST_SCHEMA = "manifest string"
 
 
@@ -96,25 +95,15 @@ def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
 
 
 def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
-    def count_fn(batches):
-        import pyarrow as pa
-        from pyspark import TaskContext
+    """Rows per (task, topic, partition), counted by Spark itself: no rows travel to Python."""
+    from pyspark.sql import functions as F
 
-        task = TaskContext.get().partitionId()
-        counts = count_task(batches)
-        if counts:
-            keys = list(counts)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([task] * len(keys), pa.int32()),
-                    pa.array([t for t, _ in keys], pa.string()),
-                    pa.array([p for _, p in keys], pa.int32()),
-                    pa.array([counts[k] for k in keys], pa.int64()),
-                ],
-                names=["task", "topic", "partition", "count"],
-            )
-
-    rows = sorted_records.select(*RECORD_COLUMNS).mapInArrow(count_fn, _COUNT_SCHEMA).collect()
+    rows = (
+        sorted_records.select(F.spark_partition_id().alias("task"), "topic", "partition")
+        .groupBy("task", "topic", "partition")
+        .count()
+        .collect()
+    )
     return [(r["task"], r["topic"], r["partition"], r["count"]) for r in rows]
 
 
@@ -133,7 +122,8 @@ def _write(
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
 
-    rows = sorted_records.select(*RECORD_COLUMNS).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
+    columns = [c for c in RECORD_COLUMNS if c in sorted_records.columns]
+    rows = sorted_records.select(*columns).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
     return [TaskManifest.from_json(r["manifest"]) for r in rows]
 
 
@@ -186,11 +176,10 @@ def run(
         if history.find_run(run_id):
             return _no_op(run_id, f"run {run_id} is already committed", history, out)
 
-        from jobs.spark.sources import read_source
-
         source = read_source(spark, config.source)
+        identity = source_identity(config.source)
         if source.version is not None and history.find_source_version(
-            source.description, str(source.version)
+            identity, str(source.version)
         ):
             return _no_op(run_id, f"{source.description} is already ingested", history, out, source)
         lap("read")
@@ -206,10 +195,15 @@ def run(
         tasks = tasks or max(
             spark.sparkContext.defaultParallelism, source.df.rdd.getNumPartitions()
         )
+        # Only the columns the writer reads travel on (no empty headers arrays when none are
+        # mapped). The mapped rows are cached so range sampling and the shuffle map them once.
+        columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
+        records = records.select(*columns, ORDER_COLUMN).persist()
         sorted_records = _range_sorted(records, tasks).persist()
         try:
             try:
                 counts = _count(sorted_records)
+                records.unpersist()  # the sorted cache now holds everything the write needs
                 lap("count")
                 state = scan_existing_state(root)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
@@ -241,6 +235,7 @@ def run(
                 raise _spark_error(error) from None
         finally:
             sorted_records.unpersist()
+            records.unpersist()
 
         topic_ids = {
             t: topic_id_to_str(new_topic_id())
@@ -249,11 +244,11 @@ def run(
         }
         existing_ids = {st: s.topic_id for (st, _), s in state.items() if s.topic_id}
         info = RunInfo(
-            source=source.description,
+            source=identity,
             source_version="" if source.version is None else str(source.version),
             started_at_ms=started,
             config_hash=_config_hash(config),
-            description=f"kafkalog ingest {config.config_path or ''}".strip(),
+            description=source.description,
             timings_ms=dict(timings),
         )
         publish_plan = plan_publish(
@@ -283,6 +278,33 @@ def run(
         timings_ms=timings,
         summary=summary,
     )
+
+
+def source_identity(spec: SourceSpec) -> str:
+    """What "the same source" means for the already-ingested check.
+
+    The format, the normalized location (absolute path, or the table name) and everything that
+    selects rows (since-version, filter, data interval) — but not how it was read (Spark's Delta
+    source or delta-rs) nor how the path was spelled, so neither can sneak in a duplicate.
+    """
+    if spec.path is not None:
+        location = str(spec.path)
+        if location.startswith("file:"):
+            location = location[len("file:") :].lstrip("/")
+            location = "/" + location
+        if "://" not in location:
+            location = str(Path(location).resolve())
+    else:
+        location = str(spec.table).lower()
+    parts = [spec.format, location]
+    if spec.since_version is not None:
+        parts.append(f"since {spec.since_version}")
+    if spec.filter:
+        parts.append(f"where {spec.filter}")
+    if spec.interval is not None:
+        iv = spec.interval
+        parts.append(f"{iv.column} in [{iv.start}, {iv.end})")
+    return " ".join(parts)
 
 
 def _no_op(run_id: str, why: str, history: IngestHistory, out, source=None) -> IngestResult:

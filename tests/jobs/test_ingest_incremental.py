@@ -251,7 +251,8 @@ def test_delta_version_then_since_version_through_main(spark, sources, tmp_path,
     assert main([*argv, "--run-id", "d1"]) == 0
     out = capsys.readouterr()
     assert out.err == ""
-    assert f"run d1: committed, {N_B} records from delta {table} @ version 1" in out.out
+    identity = f"delta {Path(table).resolve()} since 0"
+    assert f"run d1: committed, {N_B} records from {identity}@1 " in out.out
     assert read_root(root) == _expected_both(sources["a"], sources["b"])
 
     before = snapshot(root)
@@ -281,6 +282,8 @@ def test_main_end_to_end_from_a_yaml_file(sources, tmp_path, capsys):
     assert out.err == ""
     assert out.out.startswith(f"run x: committed, {N_A} records from parquet {sources['path_a']}")
     assert read_root(root) == expected_records(sources["a"], PARTITIONS)
-    assert IngestHistory(root).find_run("x")["description"] == f"kafkalog ingest {path}"
+    record = IngestHistory(root).find_run("x")
+    assert record["source"] == f"parquet {Path(sources['path_a']).resolve()}"
+    assert record["description"] == f"parquet {sources['path_a']}"
     assert not Path("unused").exists()
     shutil.rmtree(root.parent)
