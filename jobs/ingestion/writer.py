@@ -9,11 +9,11 @@ Batches must not depend on how Spark happened to slice the input into Arrow batc
 same records would give different logs. A range is encoded in chunks (to keep memory flat):
 a chunk ends after the record that brings its payload bytes to `chunk_bytes`, counted from the
 chunk's first record, so chunk boundaries depend on the records only; every batch but the last
-is appended and the last batch's records are carried over into the next chunk. A range within
-one chunk is exactly one encode, byte-identical to the engine's single append of the same
-records. A larger range is not always: the encoder's split estimates depend on where an encode
-starts and on the whole input (`_split_batches`), so batch boundaries can differ slightly from a
-single encode of everything (still valid, deterministic batches).
+is appended and the last batch's records are carried over into the next chunk, with the
+timestamps of the `split_context_rows` records before them as the encoder's context. The
+encoder's split of a record depends only on it and those records, so every chunk continues the
+single encode of the whole range exactly: a range's staged bytes equal the engine's single append
+of the same records, however many chunks it takes.
 
 Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 """
@@ -41,7 +41,13 @@ from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.record.batch import Compression, TimestampType
-from kafkalog_core.record.encoder import BatchOptions, EncodedBatches, encode_records
+from kafkalog_core.record.encoder import (
+    BatchOptions,
+    EncodedBatches,
+    encode_records,
+    record_timestamps,
+    split_context_rows,
+)
 
 # Records are encoded once this many payload bytes are pending for a partition: big enough that
 # per-encode overhead vanishes, small enough to keep a task's memory flat.
@@ -132,6 +138,9 @@ class _RangeWriter:
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.chunk_limit = max(int(settings.chunk_bytes), 1)
+        # timestamps of the last records appended (the split's context for the pending ones)
+        self.context = np.zeros(0, dtype=np.int64)
+        self.context_rows = split_context_rows(self.options)
         self.records = 0
         self.max_timestamp = -1
         self.replaces: int | None = None
@@ -191,7 +200,10 @@ class _RangeWriter:
                 table = table.slice(0, cut)
         try:
             encoded = encode_records(
-                table, base_offset=self.log.log_end_offset, options=self.options
+                table,
+                base_offset=self.log.log_end_offset,
+                options=self.options,
+                context_timestamps=self.context,
             )
         except KafkaLogError as e:  # say which partition (the encoder knows only offsets)
             a = self.assignment
@@ -204,6 +216,11 @@ class _RangeWriter:
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if not final:
             carried = int(encoded.record_counts[-1])
+            if keep > 0 and self.context_rows:
+                written_rows = table.num_rows - carried
+                tail = table.slice(max(written_rows - self.context_rows, 0), written_rows)
+                self.context = np.concatenate((self.context, record_timestamps(tail)))
+                self.context = self.context[max(self.context.shape[0] - self.context_rows, 0) :]
             self.pending = [table.slice(table.num_rows - carried)]
             if rest is not None:
                 self.pending.append(rest)

@@ -68,6 +68,8 @@ __all__ = [
     "Record",
     "build_batch",
     "encode_records",
+    "record_timestamps",
+    "split_context_rows",
 ]
 
 # The v2 header as a packed numpy record: lets all headers of a run be filled at once.
@@ -915,41 +917,69 @@ def _length_sizes(lengths: np.ndarray) -> np.ndarray:
     return varint_size_array(lengths, at_least_minus_one=True, top=high)
 
 
+# The smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength
+# and headersCount of one byte each (null or empty key and value, no headers).
+_SMALLEST_RECORD = 7
+
+
+def _most_per_batch(max_batch_bytes: int) -> int:
+    """An upper bound on the records of one batch, from the target alone (never from the data,
+    so that every encode of the same records agrees on it)."""
+    budget = max_batch_bytes - RECORD_BATCH_OVERHEAD
+    return int(min(budget // _SMALLEST_RECORD + 1, INT32_MAX))
+
+
+def split_context_rows(options: BatchOptions) -> int:
+    """How many records before the first one take part in the batch split (`most - 1`).
+
+    `encode_records(..., context_timestamps=ts)` with the timestamps of (up to) this many
+    records right before the input splits the input exactly as an encode that started earlier
+    would from there on, provided the input starts where that encode starts a batch.
+    """
+    return _most_per_batch(options.max_batch_bytes) - 1
+
+
 def _split_batches(
-    fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int
+    fixed: np.ndarray, timestamps: np.ndarray, max_batch_bytes: int, context: int = 0
 ) -> tuple[np.ndarray, bool]:
     """Start index of each batch: greedy, closing a batch before it would exceed the target.
 
-    `fixed[i]` is record i's body size without its timestampDelta and offsetDelta varints. A
-    record's real size depends on its batch (the deltas), so the split uses an upper bound per
-    record: offsetDelta sized for the most records a batch can hold, timestampDelta for the
-    largest distance to any record that could start its batch (a window of that many records).
-    Every batch therefore fits `max_batch_bytes` (a single larger record gets a batch of its
-    own); a batch may close a few records earlier than an exact check would (~1%).
+    `fixed[i]` is record i's body size without its timestampDelta and offsetDelta varints;
+    `timestamps` are the `context` records before the input followed by the input's. A record's
+    real size depends on its batch (the deltas), so the split uses an upper bound per record:
+    offsetDelta sized for `most - 1`, the most records a batch can hold, and timestampDelta for
+    the largest distance to any of the `most - 1` records before it (its possible batch starts).
+    The bound of record i depends only on record i and the records within `most - 1` before it
+    (fewer at the start of `timestamps`), so a greedy split that starts at a batch start of
+    another encode, with that encode's records before it as context, continues it exactly.
+    Every batch fits `max_batch_bytes` (a single larger record gets a batch of its own); a batch
+    may close a few records earlier than an exact check would (~1%).
     """
     n = fixed.shape[0]
     budget = max_batch_bytes - RECORD_BATCH_OVERHEAD
-    smallest_body = int(fixed.min()) + 2  # 1-byte deltas; size + varint(size) is monotone
-    smallest = smallest_body + int(varint_size_array(np.array([smallest_body]))[0])
-    most = int(min(n, budget // smallest + 1, INT32_MAX))
+    most = _most_per_batch(max_batch_bytes)
     offset_delta_size = int(varint_size_array(np.array([most - 1]))[0])
-    # timestamp window: any batch start of record i lies in [i - most + 1, i], i.e. in i's block
-    # of `most` records or the one before.
-    increasing = n < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1]))
+    total = timestamps.shape[0]
+    increasing = total < 2 or bool(np.all(timestamps[1:] >= timestamps[:-1]))
     if increasing:
-        # non-decreasing: the farthest possible batch start is `most - 1` records back
-        # (differences of two slices: no shifted copy of the timestamps)
+        # non-decreasing: the farthest possible batch start is `most - 1` records back (or the
+        # first record); differences of two slices, no shifted copy of the timestamps
         delta = np.empty(n, dtype=np.int64)
-        np.subtract(timestamps[: most - 1], timestamps[0], out=delta[: most - 1])
-        np.subtract(timestamps[most - 1 :], timestamps[: n - most + 1], out=delta[most - 1 :])
+        head = min(max(most - 1 - context, 0), n)  # records whose window reaches record 0
+        np.subtract(timestamps[context : context + head], timestamps[0], out=delta[:head])
+        lag = context + head - most + 1
+        np.subtract(
+            timestamps[context + head :], timestamps[lag : total - most + 1], out=delta[head:]
+        )
         body = varint_size_array(delta, at_least_minus_one=True)
         del delta
     else:
-        body = _window_delta_sizes(timestamps, most)
+        body = _window_delta_sizes(timestamps, most, context)
     body += fixed
     body += offset_delta_size
     body += varint_size_array(body, at_least_minus_one=True)
     # from `uniform_from` on every record has the same estimate: batches there are a fixed count
+    # (exactly what the greedy search would choose)
     differs = np.flatnonzero(body != body[-1])
     uniform_from = int(differs[-1]) + 1 if differs.size else 0
     # the greedy search below only reads sums up to one batch past `uniform_from`
@@ -974,22 +1004,45 @@ def _split_batches(
     return np.array(starts, dtype=np.int64), increasing
 
 
-def _window_delta_sizes(timestamps: np.ndarray, most: int) -> np.ndarray:
-    """Largest timestampDelta size of each record against any start up to `most - 1` back."""
-    n = timestamps.shape[0]
-    blocks = -(-n // most)
-    padded = np.empty(blocks * most, dtype=np.int64)
-    padded[:n] = timestamps
-    padded[n:] = timestamps[-1]
-    block_min = padded.reshape(blocks, most).min(axis=1)
-    block_max = padded.reshape(blocks, most).max(axis=1)
-    window_min = np.minimum(block_min, np.concatenate(([block_min[0]], block_min[:-1])))
-    window_max = np.maximum(block_max, np.concatenate(([block_max[0]], block_max[:-1])))
-    block_of = np.arange(n) // most
-    return np.maximum(
-        varint_size_array(timestamps - window_min[block_of]),
-        varint_size_array(timestamps - window_max[block_of]),
-    )
+def _window_delta_sizes(timestamps: np.ndarray, most: int, first: int) -> np.ndarray:
+    """For records `first..`: the largest timestampDelta size against any record up to
+    `most - 1` back (the window clamped at record 0).
+
+    Exact sliding-window min/max (van Herk/Gil-Werman): per block of `most` records a running
+    min/max from the block start and one from the block end; a window spans at most two blocks,
+    so its min is min(suffix of the first, prefix of the second). The result is exact, so it
+    does not depend on where the blocks are aligned.
+    """
+    total = timestamps.shape[0]
+    if most >= total:  # every window starts at record 0
+        low = np.minimum.accumulate(timestamps)
+        high = np.maximum.accumulate(timestamps)
+    else:
+        blocks = -(-total // most)
+        padded = np.empty(blocks * most, dtype=np.int64)
+        padded[:total] = timestamps
+        padded[total:] = timestamps[-1]
+        low = _window_extreme(np.minimum, padded, total, most)
+        high = _window_extreme(np.maximum, padded, total, most)
+    # the delta ranges over [ts - high, ts - low] and a varlong's size peaks at an end: the
+    # size of ts - low >= 0, or of ts - high <= 0 whose zig-zag folds to high - ts - 1
+    mine = timestamps[first:]
+    far = np.subtract(mine, low[first:])
+    np.subtract(high[first:], mine, out=high[first:])
+    high[first:] -= 1
+    np.maximum(far, high[first:], out=far)
+    return varint_size_array(far, at_least_minus_one=True)
+
+
+def _window_extreme(ufunc: np.ufunc, padded: np.ndarray, total: int, most: int) -> np.ndarray:
+    """Running `ufunc` (min or max) over each window of `most` records ending at 0..total-1."""
+    blocks = padded.shape[0] // most
+    prefix = ufunc.accumulate(padded.reshape(blocks, most), axis=1).reshape(-1)
+    # running from each block's end: accumulate the reversed array, read it reversed (a view)
+    suffix = ufunc.accumulate(padded[::-1].reshape(blocks, most), axis=1).reshape(-1)[::-1]
+    out = prefix[:total]  # windows clamped at record 0 are block 0's prefix
+    ufunc(suffix[: total - most + 1], prefix[most - 1 : total], out=out[most - 1 :])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -998,7 +1051,11 @@ def _window_delta_sizes(timestamps: np.ndarray, most: int) -> np.ndarray:
 
 
 def encode_records(
-    records: Any, *, base_offset: int = 0, options: BatchOptions = BatchOptions()
+    records: Any,
+    *,
+    base_offset: int = 0,
+    options: BatchOptions = BatchOptions(),
+    context_timestamps: Any = None,
 ) -> EncodedBatches:
     """Encode Arrow columns `key`, `value`, `timestamp`, `headers` into v2 batches.
 
@@ -1006,6 +1063,13 @@ def encode_records(
     timestamp, maxTimestamp the largest (or -1). With LogAppendTime the records keep their
     producer timestamps and deltas and maxTimestamp is `log_append_time_ms`: the bytes a broker
     leaves after stamping LogAppendTime in place (LogValidator; seen in real broker logs).
+
+    `context_timestamps` (int64 ms, oldest first; numpy or an Arrow timestamp column) are the
+    timestamps of records right before `records` that are not encoded but take part in the
+    batch split; only the last `split_context_rows(options)` matter. Encoding a stream in pieces
+    that each start at a batch start of the whole stream's encode, with the stream's preceding
+    timestamps as context, gives exactly the whole encode's batches (see `_split_batches`).
+
     Raises InvalidRecordError (bad timestamp, null header key, bad column) and
     RecordTooLargeError (a batch over `max_message_bytes`).
     """
@@ -1058,7 +1122,13 @@ def encode_records(
         else:
             fixed += sizes
     fixed += scalar
-    starts, increasing = _split_batches(fixed, timestamps, options.max_batch_bytes)
+    context = _context_timestamps(context_timestamps, options)
+    starts, increasing = _split_batches(
+        fixed,
+        np.concatenate((context, timestamps)) if context.size else timestamps,
+        options.max_batch_bytes,
+        context.shape[0],
+    )
     batch_count = starts.shape[0]
     counts = np.diff(np.append(starts, n))
 
@@ -1190,6 +1260,30 @@ def encode_records(
         counts,
         start_offset=base_offset,
     )
+
+
+def record_timestamps(records: Any) -> np.ndarray:
+    """The `timestamp` column of `records` as `encode_records` reads it (int64 ms, -1 = none)."""
+    if isinstance(records, pa.Table | pa.RecordBatch):
+        n = records.num_rows
+    else:
+        value_column = _column(records, "value")
+        n = 0 if value_column is None else len(value_column)
+    return _timestamps(_column(records, "timestamp"), n)
+
+
+def _context_timestamps(context: Any, options: BatchOptions) -> np.ndarray:
+    """The last `split_context_rows` context timestamps as int64 (empty for None)."""
+    if context is None:
+        return np.zeros(0, dtype=np.int64)
+    if isinstance(context, pa.Array | pa.ChunkedArray):
+        context = _timestamps(context, len(context))
+    keep = split_context_rows(options)
+    context = np.asarray(context, dtype=np.int64).reshape(-1)
+    context = context[max(context.shape[0] - keep, 0) :] if keep else context[:0]
+    if context.size and int(context.min()) < NO_TIMESTAMP:
+        raise InvalidRecordError("context_timestamps has a negative timestamp (only -1 allowed)")
+    return context
 
 
 def _data_bytes(joined: pa.Array) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The ingest writer without Spark: staged bytes depend on the records only, never on how the
-input was sliced into Arrow batches, and a range within one chunk equals the engine's append."""
+input was sliced into Arrow batches, and a range equals the engine's append, in one chunk or many."""
 
 from __future__ import annotations
 
@@ -93,16 +93,14 @@ def test_range_within_one_chunk_equals_the_engine(tmp_path, monotone):
         assert _write(table, rows, 32 << 20, tmp_path) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kafkalog_core/record/encoder.py _split_batches: a record's size estimate depends on "
-    "where the encode starts (timestampDelta bound from `most - 1` records back, clamped at the "
-    "input's first record) and on whole-input statistics (`most`, `increasing`), so encoding a "
-    "range in chunks cannot reproduce a single encode's batch boundaries",
-)
-def test_range_over_several_chunks_equals_the_engine(tmp_path):
-    table = _records(3000, monotone=True)
-    assert _write(table, 333, 8000, tmp_path) == _engine(table, tmp_path / "engine")
+@pytest.mark.parametrize("monotone", [True, False])
+@pytest.mark.parametrize("chunk_bytes", [50, 8000])
+def test_range_over_several_chunks_equals_the_engine(tmp_path, monotone, chunk_bytes):
+    """Each chunk continues the single encode (carried batch + context timestamps)."""
+    table = _records(3000, monotone=monotone)
+    expected = _engine(table, tmp_path / "engine")
+    for rows in (7, 333):
+        assert _write(table, rows, chunk_bytes, tmp_path) == expected
 
 
 def test_two_partitions_in_one_task_and_counts(tmp_path):
