@@ -359,10 +359,10 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     from jobs.ingestion.writer import (
         DEFAULT_BATCH_BYTES,
         WriterSettings,
-        batch_options_for,
         count_task,
         write_task,
     )
+    from kafkalog_core.log.partition_log import batch_options_for
 
     table = pq.read_table(src).slice(0, rows)
     n = table.num_rows
@@ -429,8 +429,8 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
             TOPIC: batch_options_for(
                 spec.log_config,
                 leader_epoch=0,
-                log_append_time_ms=None,
-                batch_bytes=DEFAULT_BATCH_BYTES,
+                now_ms=None,
+                max_batch_bytes=DEFAULT_BATCH_BYTES,
             )
         },
     )

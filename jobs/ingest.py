@@ -54,12 +54,12 @@ from jobs.ingestion.planner import OffsetPlan, plan_offsets
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
     WriterSettings,
-    batch_options_for,
     write_task,
 )
 from jobs.spark.sources import SourceSpec, read_source
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
+from kafkalog_core.log.partition_log import batch_options_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,8 +137,8 @@ def _topic_settings(config: IngestConfig, topics: set[str], now_ms: int, batch_b
         options[topic] = batch_options_for(
             spec.log_config,
             leader_epoch=LEADER_EPOCH,
-            log_append_time_ms=now_ms,
-            batch_bytes=batch_bytes,
+            now_ms=now_ms,
+            max_batch_bytes=batch_bytes,
         )
     return configs, options
 

@@ -40,7 +40,6 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import PartitionLog
-from kafkalog_core.record.batch import Compression, TimestampType
 from kafkalog_core.record.encoder import (
     BatchOptions,
     EncodedBatches,
@@ -60,35 +59,6 @@ RECORD_COLUMNS = ("key", "value", "timestamp", "headers")
 
 class InjectedFailure(KafkaLogError):
     """Raised on purpose by tests (kill a task mid-write) via WriterSettings.fail_after_batches."""
-
-
-def batch_options_for(
-    config: LogConfig,
-    *,
-    leader_epoch: int,
-    log_append_time_ms: int | None,
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-) -> BatchOptions:
-    """How a topic's records become batches: codec and level from compression.type, timestamp
-    type from message.timestamp.type, batches capped by max.message.bytes and segment.bytes.
-
-    compression.type=producer means "keep the producer's codec"; we are the producer and write
-    uncompressed batches then.
-    """
-    codec = config.codec or Compression.NONE
-    timestamp_type = config.timestamp_type
-    max_message = int(config.max_message_bytes)
-    return BatchOptions(
-        compression=codec,
-        compression_level=config.compression_level(codec),
-        timestamp_type=timestamp_type,
-        log_append_time_ms=(
-            log_append_time_ms if timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        ),
-        max_batch_bytes=max(min(batch_bytes, max_message, int(config.segment_bytes)), 62),
-        max_message_bytes=max_message,
-        partition_leader_epoch=leader_epoch,
-    )
 
 
 @dataclass(frozen=True)

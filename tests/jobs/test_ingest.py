@@ -17,13 +17,12 @@ from chispa import assert_df_equality
 from jobs.ingest import LEADER_EPOCH, run
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.writer import batch_options_for
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 from kafkalog_core.partitioner import murmur2
 from tests.jobs.ingest_helpers import (
     RECORD_SCHEMA,
@@ -198,7 +197,7 @@ def _engine_copy(pdir: Path, dest: Path, config: IngestConfig) -> Path:
     )
     log_config = config.topic(topic).log_config
     options = batch_options_for(
-        log_config, leader_epoch=0, log_append_time_ms=None, batch_bytes=BATCH_BYTES
+        log_config, leader_epoch=0, now_ms=None, max_batch_bytes=BATCH_BYTES
     )
     log = PartitionLog.create(dest, log_config, leader_epoch=0)
     log.append_records(table, options=options)

@@ -14,10 +14,9 @@ from deltalake import write_deltalake
 from jobs.ingest import main, run
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.writer import batch_options_for
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 from tests.jobs.ingest_helpers import (
     BASE_MS,
     SOURCE_SCHEMA,
@@ -63,7 +62,12 @@ def _config(path, root) -> IngestConfig:
 
 def _run(spark, path, root, run_id, **kw):
     return run(
-        spark, _config(path, root), run_id=run_id, batch_bytes=BATCH_BYTES, out=lambda _: None, **kw
+        spark,
+        _config(path, root),
+        run_id=run_id,
+        batch_bytes=BATCH_BYTES,
+        out=lambda _: None,
+        **kw,
     )
 
 
@@ -156,7 +160,7 @@ def test_incremental_layout_identical_to_the_log_engine(appended, sources, tmp_p
     config = _config(sources["path_a"], root)
     log_config = config.topic("events").log_config
     options = batch_options_for(
-        log_config, leader_epoch=0, log_append_time_ms=None, batch_bytes=BATCH_BYTES
+        log_config, leader_epoch=0, now_ms=None, max_batch_bytes=BATCH_BYTES
     )
     for pdir in sorted(p for p in root.iterdir() if p.is_dir()):
         part = int(pdir.name.rpartition("-")[2])
@@ -238,7 +242,11 @@ def test_delta_version_then_since_version_through_main(spark, sources, tmp_path,
     root = tmp_path / "logs"
     doc = config_doc({"format": "delta", "path": table}, root, topics=TOPICS)
     first = run(
-        spark, IngestConfig.from_dict(doc), run_id="d0", batch_bytes=BATCH_BYTES, out=lambda _: None
+        spark,
+        IngestConfig.from_dict(doc),
+        run_id="d0",
+        batch_bytes=BATCH_BYTES,
+        out=lambda _: None,
     )
     assert first.source_version == 0 and first.records == N_A
     assert "via delta-rs" in first.source

@@ -13,15 +13,14 @@ from jobs.ingestion.planner import RangeAssignment, plan_offsets
 from jobs.ingestion.writer import (
     InjectedFailure,
     WriterSettings,
-    batch_options_for,
     count_task,
     write_task,
 )
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 
 CONFIG = LogConfig.from_dict({"segment.bytes": 20000, "index.interval.bytes": 512})
-OPTIONS = batch_options_for(CONFIG, leader_epoch=0, log_append_time_ms=None, batch_bytes=1500)
+OPTIONS = batch_options_for(CONFIG, leader_epoch=0, now_ms=None, max_batch_bytes=1500)
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 FILES = (".log", ".index", ".timeindex")
 
