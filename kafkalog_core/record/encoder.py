@@ -1198,22 +1198,10 @@ def encode_records(
             out = _join_with_holes(
                 prefix, _large(keys), middle, _large(values), suffix, header_rows, starts
             )
-        positions = np.zeros(batch_count, dtype=np.int64)
-        np.cumsum(sizes[:-1], out=positions[1:])
-        out = out[: int(positions[-1] + sizes[-1])]
+        out = out[: int(sizes.sum())]
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
             out = out.copy()
-        _fill_crcs(out, positions, sizes)
-        return EncodedBatches(
-            memoryview(out),
-            positions,
-            sizes,
-            base_offset + starts,
-            base_offset + starts + counts - 1,
-            max_timestamps,
-            counts,
-            start_offset=base_offset,
-        )
+        return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
 
     from kafkalog_core.record.compression import compress
 
@@ -1247,7 +1235,19 @@ def encode_records(
         parts.append(header_bytes[b * RECORD_BATCH_OVERHEAD : (b + 1) * RECORD_BATCH_OVERHEAD])
         parts.append(payload)
     out = np.frombuffer(bytearray(b"".join(parts)), dtype=np.uint8)
-    positions = np.zeros(batch_count, dtype=np.int64)
+    return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
+
+
+def _finish(
+    out: np.ndarray,
+    sizes: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    max_timestamps: np.ndarray,
+    base_offset: int,
+) -> EncodedBatches:
+    """Batches laid out back to back in `out` (headers and records in place): fill in the CRCs."""
+    positions = np.zeros(sizes.shape[0], dtype=np.int64)
     np.cumsum(sizes[:-1], out=positions[1:])
     _fill_crcs(out, positions, sizes)
     return EncodedBatches(
