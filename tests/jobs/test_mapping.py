@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import struct
 
 import pytest
@@ -319,3 +320,138 @@ def test_mapping_errors_before_any_job(spark):
             map_records(df, _config(mapping))
     with pytest.raises(ConfigError, match=r"ordering\[0\]='m': a map<string,int> cannot be sorted"):
         map_records(df, _config({"value": "k", "timestamp": "ts"}, ordering=["m"]))
+
+
+# --- the Spark expressions agree with the Arrow reference (`_map_batch`), row by row ----------
+
+
+def _reference(df, cfg):
+    """What the numpy/Arrow implementation of stage 2 says about the same prepared rows."""
+    from jobs.ingestion.mapping import _map_batch, _plan, _prepare
+
+    table = _prepare(df, cfg).toArrow()
+    plan, cache = _plan(cfg), {}
+    out = []
+    for batch in table.to_batches():
+        out.extend(_map_batch(batch, plan, cache).to_pylist())
+    return {r[ORDER_COLUMN]["pos"]: r for r in out}
+
+
+def _spark_side(df, cfg):
+    from jobs.ingestion.mapping import _map_all
+
+    return {r[ORDER_COLUMN]["pos"]: r for r in _rows(_map_all(df, cfg))}
+
+
+_MIXED_TOPICS = {
+    "plain": {"partitions": 7},
+    "compacted": {"partitions": 3, "config": {"cleanup.policy": "compact"}},
+    "appendtime": {"partitions": 2, "config": {"message.timestamp.type": "LogAppendTime"}},
+    "small": {"partitions": 5, "config": {"max.message.bytes": 150}},
+    "zipped": {"partitions": 4, "config": {"compression.type": "gzip", "max.message.bytes": 80}},
+}
+
+
+def _mixed_rows():
+    keys = [None, b"", b"k", b"foobar", "é'q\"\\".encode(), b"\x00\xff\n", b"x" * 63, b"y" * 64]
+    values = [None, b"v", b"it's", b"tab\there", b"\x80" * 50, b"z" * 8191, b"z" * 8192, b"w" * 70]
+    topics = [
+        "plain",
+        "compacted",
+        "appendtime",
+        "small",
+        "zipped",
+        "unknown",
+        None,
+        "",
+        ".",
+        "bad/name",
+        "it's",
+        "a" * 250,
+        "t\n",
+    ]
+    stamps = [0, 5, -3, None]
+    rows = []
+    for i in range(160):
+        rows.append(
+            (
+                topics[i % len(topics)],
+                keys[(i // 3) % len(keys)],
+                values[(i // 2) % len(values)],
+                stamps[(i // 5) % len(stamps)],
+                (i % 9) - 1 if i % 11 else None,
+                {"h": "x" * (i % 3)} if i % 4 else None,
+            )
+        )
+    return rows
+
+
+_MIXED_SCHEMA = "tp string, k binary, v binary, ts long, p int, hm map<string,string>"
+
+
+@pytest.mark.parametrize(
+    "partition",
+    [None, {"null_keys": "round_robin"}, "p"],
+    ids=["value_hash", "round_robin", "column"],
+)
+@pytest.mark.parametrize("defaults", [False, True], ids=["listed", "defaults"])
+def test_spark_checks_match_the_arrow_reference(spark, partition, defaults):
+    df = spark.createDataFrame(_mixed_rows(), _MIXED_SCHEMA).repartition(3)
+    mapping = {"topic": {"column": "tp"}, "key": "k", "value": "v", "timestamp": "ts"}
+    mapping["headers"] = "hm"
+    if partition is not None:
+        mapping["partition"] = partition
+    extra = {"topic_defaults": {"partitions": 6}} if defaults else {}
+    cfg = _config(mapping, _MIXED_TOPICS, **extra)
+    got, want = _spark_side(df, cfg), _reference(df, cfg)
+    assert got.keys() == want.keys()
+    assert sum(r["_kl_error"] is None for r in want.values()) > 10
+    for pos in want:
+        assert got[pos] == want[pos], pos
+
+
+def test_constant_topics_and_record_sizes_match_the_reference(spark):
+    # Sizes across varint thresholds (value 63/64/8191/8192 bytes; body 63/64 ...) and limits.
+    rows = [(b"k" * (i % 3), b"v" * n, 1) for i, n in enumerate([0, 1, 50, 58, 59, 60, 63, 64])]
+    rows += [(None, b"v" * n, 1) for n in (8100, 8191, 8192, 8300)]
+    df = spark.createDataFrame(rows, "k binary, v binary, ts long")
+    for limit in (120, 124, 125, 126, 127, 8300, 8320):
+        topics = {"t": {"partitions": 3, "config": {"max.message.bytes": limit}}}
+        cfg = _config({"key": "k", "value": "v", "timestamp": "ts"}, topics)
+        assert _spark_side(df, cfg) == _reference(df, cfg), limit
+
+
+def test_topic_messages_are_kafkas(spark):
+    from kafkalog_core.errors import InvalidTopicError
+    from kafkalog_core.log.names import validate_topic_name
+
+    names = ["", ".", "..", "a b", "it's", 'say "hi"', "both'\"", "back\\slash", "x" * 250, "é"]
+    df = spark.createDataFrame([(n,) for n in names], "tp string")
+    cfg = _config(
+        {"topic": {"column": "tp"}, "value": "tp", "timestamp": {"expr": "1"}},
+        {"ok": {"partitions": 1}},
+        topic_defaults={"partitions": 1},
+    )
+    errors = {r["topic"]: r["error"] for r in _rows(map_records_with_rejects(df, cfg).rejects)}
+    for name in names:
+        with pytest.raises(InvalidTopicError) as e:
+            validate_topic_name(name)
+        assert errors[name].startswith(f"{e.value}; record: topic={name!r} "), name
+
+
+def test_only_the_hashed_column_goes_to_python(spark):
+    df = spark.createDataFrame([("k", "v", 1, 0)], "k string, v string, ts long, p int")
+
+    def python_inputs(mapping):
+        plan = map_records(df, _config({"value": "v", "timestamp": "ts", **mapping}))
+        text = plan._jdf.queryExecution().executedPlan().toString()
+        return [line.strip() for line in text.splitlines() if "ArrowEvalPython" in line]
+
+    # value_hash: the key, or the value where the key is null; round robin: the key alone.
+    [line] = python_inputs({"key": "k"})
+    assert "positive_murmur2(coalesce(coalesce(key#" in line and ", value#" in line, line
+    assert "timestamp#" not in line and "_kl_order" not in line and "headers" not in line
+    [line] = python_inputs({"key": "k", "partition": {"null_keys": "round_robin"}})
+    assert re.search(r"positive_murmur2\(key#\d+\)#\d+\]", line), line
+    assert python_inputs({"key": "k", "partition": "p"}) == []
+    assert python_inputs({"partition": {"null_keys": "round_robin"}}) == []
