@@ -32,7 +32,6 @@ or rolls it back if another process already undid it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import mmap
 import os
@@ -44,6 +43,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from crc32c import crc32c
 
 from kafkalog_core.errors import CorruptRecordError, KafkaLogError
 from kafkalog_core.log.checkpoints import (
@@ -172,22 +173,69 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     atomic_write(path, data)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+_CHUNK = 1 << 20
+
+
+def _crc32c_stream(f) -> str:
+    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file, as 8 hex digits."""
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    crc = 0
+    while n := f.readinto(buf):
+        crc = crc32c(view[:n], crc)
+    return f"{crc:08x}"
+
+
+def crc32c_file(path: Path) -> str:
+    """CRC-32C of a file's bytes, streamed in 1 MiB chunks (8 hex digits)."""
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return _crc32c_stream(f)
+
+
+def _sync_and_checksum(path: Path) -> str:
+    """fsync a staged file and checksum it through one open (the bytes are in the page cache)."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        return _crc32c_stream(f)
 
 
 # --- manifests ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StagedFile:
-    """One staged file: its final name in the partition dir, size and SHA-256."""
+    """One staged file: its final name in the partition dir, size and CRC-32C (8 hex digits).
+
+    The checksum tells a staged file that was damaged or swapped, and, during recovery, our file
+    at its final name from the one it replaces; it is not a defence against tampering.
+    `sha256` is only set on manifests of older runs (an interrupted publish's journal), which
+    are still verified with it.
+    """
 
     name: str
     size: int
-    sha256: str
+    crc32c: str = ""
+    sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "size": self.size, "crc32c": self.crc32c}
+        if self.sha256 is not None:
+            data["sha256"] = self.sha256
+        return data
+
+    def matches(self, path: Path) -> bool:
+        """Whether the file at `path` has this checksum (size is the caller's first check)."""
+        if self.sha256 is not None and not self.crc32c:
+            import hashlib
+
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    digest.update(chunk)
+            return digest.hexdigest() == self.sha256
+        return crc32c_file(path) == self.crc32c
+
+    @property
+    def checksum_name(self) -> str:
+        return "CRC-32C" if self.crc32c else "SHA-256"
 
     @property
     def base_offset(self) -> int:
@@ -238,7 +286,7 @@ class TaskManifest:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["files"] = [asdict(f) for f in self.files]
+        data["files"] = [f.to_dict() for f in self.files]
         return data
 
     @classmethod
@@ -279,6 +327,8 @@ def _validate_manifest(m: TaskManifest) -> None:
     for f in m.files:
         if not SEGMENT_FILE.match(f.name):
             raise ManifestError(f"{where}: {f.name!r} is not a segment file name")
+        if not (re.fullmatch(r"[0-9a-f]{8}", f.crc32c) or (not f.crc32c and f.sha256)):
+            raise ManifestError(f"{where}: {f.name} has no valid CRC-32C ({f.crc32c!r})")
     if m.next_offset > m.first_offset and not m.segment_bases:
         raise ManifestError(f"{where}: non-empty range without a .log file")
     bases = m.segment_bases
@@ -313,7 +363,7 @@ def read_manifest(path: str | os.PathLike[str]) -> TaskManifest:
 
 
 def verify_manifest(manifest: TaskManifest, *, checksums: bool = True) -> None:
-    """Check that every staged file exists with the recorded size (and SHA-256)."""
+    """Check that every staged file exists with the recorded size (and CRC-32C)."""
     base = Path(manifest.staging_dir)
     for f in manifest.files:
         path = base / f.name
@@ -325,8 +375,10 @@ def verify_manifest(manifest: TaskManifest, *, checksums: bool = True) -> None:
             raise ManifestError(
                 f"{manifest.describe()}: staged file {path} has {size} bytes, manifest says {f.size}"
             )
-        if checksums and sha256_file(path) != f.sha256:
-            raise ManifestError(f"{manifest.describe()}: staged file {path} fails its SHA-256")
+        if checksums and not f.matches(path):
+            raise ManifestError(
+                f"{manifest.describe()}: staged file {path} fails its {f.checksum_name}"
+            )
 
 
 def finalize_task_staging(
@@ -349,6 +401,9 @@ def finalize_task_staging(
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
+    This is where staged bytes become durable: each file is fsynced and checksummed (CRC-32C)
+    exactly once, here, through one open; the publish only renames (and fsyncs directories).
+
     Only segment files (`<20 digits>.log/.index/.timeindex/.txnindex`) are published; anything
     else a writer left there (partition.metadata, checkpoints) is ignored. Producer snapshots
     are left out by default: a range's writer only saw part of the log, and Kafka rebuilds
@@ -361,8 +416,8 @@ def finalize_task_staging(
             continue
         if path.suffix == ".snapshot" and not include_snapshots:
             continue
-        fsync_file(path)
-        files.append(StagedFile(path.name, path.stat().st_size, sha256_file(path)))
+        checksum = _sync_and_checksum(path)
+        files.append(StagedFile(path.name, path.stat().st_size, checksum))
     fsync_dir(base)
     manifest = TaskManifest(
         run_id=run_id,
@@ -726,13 +781,16 @@ def _noop(_: str) -> None:
 def publish(
     plan: PublishPlan,
     *,
-    verify_checksums: bool = True,
+    verify_checksums: bool = False,
     hook: Hook | None = None,
     record_history: bool = True,
 ) -> PublishResult:
     """Move the winners into place atomically; safe to call again after a crash at any point.
 
-    `hook(step)` runs before every step that changes the file system (tests use it to crash).
+    Before the first rename every staged file is checked to exist with its manifest's size; its
+    checksum is re-read only with `verify_checksums` (`plan_publish` already verified it, and the
+    task computed it from the bytes it had just fsynced). `hook(step)` runs before every step
+    that changes the file system (tests use it to crash).
     """
     began = time.monotonic()
     hook = hook or _noop
@@ -814,12 +872,7 @@ def _locate(
         if where in paths and paths[where].exists():
             return where
     final = paths[_FINAL]
-    if (
-        check_final
-        and final.exists()
-        and final.stat().st_size == f.size
-        and sha256_file(final) == f.sha256
-    ):
+    if check_final and final.exists() and final.stat().st_size == f.size and f.matches(final):
         return _FINAL
     return None
 
@@ -863,12 +916,9 @@ def _run_steps(plan: PublishPlan, root: Path, hook: Hook) -> None:
         where[(p.dir_name, f.name)] = to
         return True
 
-    # Phase 1: staged bytes durable; then into the partition dir as .cleaned (or into the
-    # assembly dir of a new partition). A crash here: Kafka deletes the .cleaned files.
-    for p in plan.partitions:
-        for m, f in p.files():
-            if where[(p.dir_name, f.name)] == _STAGED:
-                fsync_file(Path(m.staging_dir) / f.name)
+    # Phase 1: staged files (made durable by their task, `finalize_task_staging`) move into the
+    # partition dir as .cleaned (or into the assembly dir of a new partition). A crash here:
+    # Kafka deletes the .cleaned files.
     for p in old_parts:
         pdir = root / p.dir_name
         if not pdir.is_dir():

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from jobs.ingestion.commit import (
+    SEGMENT_FILE,
     ManifestError,
     PlanError,
     PublishError,
@@ -103,7 +107,7 @@ def test_checksum_detects_a_modified_staged_file(root: Path) -> None:
     data[-1] ^= 1  # same size, different bytes
     log.write_bytes(bytes(data))
     verify_manifest(m, checksums=False)
-    with pytest.raises(ManifestError, match="SHA-256"):
+    with pytest.raises(ManifestError, match="fails its CRC-32C"):
         verify_manifest(m)
     log.write_bytes(bytes(data[:-1]))
     with pytest.raises(ManifestError, match="has 72 bytes, manifest says 73"):
@@ -111,6 +115,68 @@ def test_checksum_detects_a_modified_staged_file(root: Path) -> None:
     log.unlink()
     with pytest.raises(ManifestError, match="missing"):
         verify_manifest(m)
+
+
+def test_manifest_checksums_are_crc32c_of_the_staged_bytes(root: Path) -> None:
+    m = stage_range(root, "run1", "orders", 0, 0, 0, [4, 3])
+    for entry in json.loads(m.to_json())["files"]:
+        data = (Path(m.staging_dir) / entry["name"]).read_bytes()
+        assert entry == {"name": entry["name"], "size": len(data), "crc32c": f"{crc32c(data):08x}"}
+    bad = m.to_dict()
+    bad["files"][0]["crc32c"] = "xyz"
+    with pytest.raises(ManifestError, match="no valid CRC-32C"):
+        TaskManifest.from_dict(bad)
+
+
+def test_manifests_of_older_runs_with_sha256_still_verify(root: Path) -> None:
+    # An interrupted publish's journal written before the switch to CRC-32C stays recoverable.
+    m = stage_range(root, "run1", "orders", 0, 0, 0, [4])
+    old = m.to_dict()
+    for entry in old["files"]:
+        data = (Path(m.staging_dir) / entry["name"]).read_bytes()
+        del entry["crc32c"]
+        entry["sha256"] = hashlib.sha256(data).hexdigest()
+    legacy = TaskManifest.from_dict(old)
+    verify_manifest(legacy)
+    assert json.loads(legacy.to_json())["files"][0]["sha256"] == old["files"][0]["sha256"]
+    log = Path(m.staging_dir) / segment_file_name(0, "log")
+    log.write_bytes(log.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(ManifestError, match="fails its SHA-256"):
+        verify_manifest(legacy)
+
+
+def test_each_staged_file_is_fsynced_once_and_publish_checks_sizes(root: Path, monkeypatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    ms = [
+        stage_range(root, "r1", "orders", 0, 0, 0, [3, 2]),
+        stage_range(root, "r1", "x", 0, 0, 0, [1]),
+    ]
+    staged = [str(Path(m.staging_dir) / f.name) for m in ms for f in m.files]
+    plan = _plan(root, "r1", ms)
+    publish(plan)
+    segment_syncs = [p for p in synced if SEGMENT_FILE.match(Path(p).name)]
+    assert sorted(segment_syncs) == sorted(staged)  # once each, by the task, none by publish
+
+    # publish re-checks sizes always, checksums only when asked.
+    m = stage_range(root, "r2", "orders", 0, 0, 5, [2])
+    plan = _plan(root, "r2", [m])
+    log = Path(m.staging_dir) / segment_file_name(5, "log")
+    data = bytearray(log.read_bytes())
+    data[-1] ^= 1
+    log.write_bytes(bytes(data))
+    with pytest.raises(ManifestError, match="fails its CRC-32C"):
+        publish(plan, verify_checksums=True)
+    log.write_bytes(bytes(data[:-1]))
+    with pytest.raises(ManifestError, match="manifest says"):
+        publish(plan)
+    assert not journal_path(root).exists()
 
 
 def test_malformed_manifests_are_refused(root: Path) -> None:
