@@ -465,7 +465,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
         ("close", "partition_log.py"),
         ("fsync_file", "commit.py"),
         ("fsync_dir", "commit.py"),
-        ("sha256_file", "commit.py"),
+        ("_sync_and_checksum", "commit.py"),
         ("write_manifest", "commit.py"),
         ("finalize_task_staging", "commit.py"),
         ("partition_runs", "writer.py"),

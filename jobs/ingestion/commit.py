@@ -206,36 +206,18 @@ class StagedFile:
 
     The checksum tells a staged file that was damaged or swapped, and, during recovery, our file
     at its final name from the one it replaces; it is not a defence against tampering.
-    `sha256` is only set on manifests of older runs (an interrupted publish's journal), which
-    are still verified with it.
     """
 
     name: str
     size: int
-    crc32c: str = ""
-    sha256: str | None = None
+    crc32c: str
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "size": self.size, "crc32c": self.crc32c}
-        if self.sha256 is not None:
-            data["sha256"] = self.sha256
-        return data
+        return {"name": self.name, "size": self.size, "crc32c": self.crc32c}
 
     def matches(self, path: Path) -> bool:
         """Whether the file at `path` has this checksum (size is the caller's first check)."""
-        if self.sha256 is not None and not self.crc32c:
-            import hashlib
-
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    digest.update(chunk)
-            return digest.hexdigest() == self.sha256
         return crc32c_file(path) == self.crc32c
-
-    @property
-    def checksum_name(self) -> str:
-        return "CRC-32C" if self.crc32c else "SHA-256"
 
     @property
     def base_offset(self) -> int:
@@ -327,7 +309,7 @@ def _validate_manifest(m: TaskManifest) -> None:
     for f in m.files:
         if not SEGMENT_FILE.match(f.name):
             raise ManifestError(f"{where}: {f.name!r} is not a segment file name")
-        if not (re.fullmatch(r"[0-9a-f]{8}", f.crc32c) or (not f.crc32c and f.sha256)):
+        if not re.fullmatch(r"[0-9a-f]{8}", f.crc32c):
             raise ManifestError(f"{where}: {f.name} has no valid CRC-32C ({f.crc32c!r})")
     if m.next_offset > m.first_offset and not m.segment_bases:
         raise ManifestError(f"{where}: non-empty range without a .log file")
@@ -376,9 +358,7 @@ def verify_manifest(manifest: TaskManifest, *, checksums: bool = True) -> None:
                 f"{manifest.describe()}: staged file {path} has {size} bytes, manifest says {f.size}"
             )
         if checksums and not f.matches(path):
-            raise ManifestError(
-                f"{manifest.describe()}: staged file {path} fails its {f.checksum_name}"
-            )
+            raise ManifestError(f"{manifest.describe()}: staged file {path} fails its CRC-32C")
 
 
 def finalize_task_staging(
