@@ -196,14 +196,14 @@ def run(
             spark.sparkContext.defaultParallelism, source.df.rdd.getNumPartitions()
         )
         # Only the columns the writer reads travel on (no empty headers arrays when none are
-        # mapped). The mapped rows are cached so range sampling and the shuffle map them once.
+        # mapped). The mapped rows are not cached: mapping ships only keys to Python, so
+        # mapping twice (range sampling, then the shuffle) is cheaper than a second cache.
         columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
-        records = records.select(*columns, ORDER_COLUMN).persist()
+        records = records.select(*columns, ORDER_COLUMN)
         sorted_records = _range_sorted(records, tasks).persist()
         try:
             try:
                 counts = _count(sorted_records)
-                records.unpersist()  # the sorted cache now holds everything the write needs
                 lap("count")
                 state = scan_existing_state(root)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
@@ -235,7 +235,6 @@ def run(
                 raise _spark_error(error) from None
         finally:
             sorted_records.unpersist()
-            records.unpersist()
 
         topic_ids = {
             t: topic_id_to_str(new_topic_id())
