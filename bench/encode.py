@@ -16,30 +16,18 @@ same batches.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from kafkalog_core.record.batch import Compression
-from kafkalog_core.record.encoder import BatchOptions, encode_records
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def make_table(n: int, seed: int = 1) -> pa.Table:
-    rng = np.random.default_rng(seed)
-    keys = rng.integers(0, 256, 16 * n, dtype=np.uint8)
-    values = rng.integers(0, 256, 100 * n, dtype=np.uint8)
-
-    def binary(width: int, data: np.ndarray) -> pa.Array:
-        offsets = np.arange(n + 1, dtype=np.int32) * width
-        return pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-        )
-
-    timestamps = 1_700_000_000_000 + np.arange(n, dtype=np.int64)
-    return pa.table(
-        {"key": binary(16, keys), "value": binary(100, values), "timestamp": timestamps}
-    )
+from bench.workload import make_table  # noqa: E402
+from kafkalog_core.record.batch import Compression  # noqa: E402
+from kafkalog_core.record.encoder import BatchOptions, encode_records  # noqa: E402
 
 
 def best_of(repeat: int, run) -> tuple[float, float, object]:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.log_append import CONFIG, make_table  # noqa: E402
+from bench.log_append import CONFIG  # noqa: E402
+from bench.workload import make_table  # noqa: E402
 from kafkalog_core.log.checkpoints import LeaderEpochCache  # noqa: E402
 from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
 from kafkalog_core.log.segment import LogSegment  # noqa: E402
