@@ -46,7 +46,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from kafkalog_core.errors import CorruptRecordError, KafkaLogError
+from kafkalog_core.errors import CorruptRecordError, KafkaLogError, LogDirError
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -57,6 +57,7 @@ from kafkalog_core.log.checkpoints import (
     topic_id_from_str,
     topic_id_to_str,
 )
+from kafkalog_core.log.names import parse_partition_dir_name, partition_dir_name
 from kafkalog_core.record.batch import iter_batch_headers
 
 
@@ -123,10 +124,6 @@ def journal_path(output_root: str | os.PathLike[str]) -> Path:
     return meta_root(output_root) / JOURNAL_NAME
 
 
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
 def segment_file_name(base_offset: int, ext: str) -> str:
     return f"{base_offset:020d}.{ext}"
 
@@ -166,11 +163,6 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """tmp + fsync + rename + fsync dir: readers see the old or the new file, never a mix."""
-    atomic_write(path, data)
 
 
 _CHUNK = 1 << 20
@@ -332,7 +324,7 @@ def manifest_path(staging_dir: str | os.PathLike[str]) -> Path:
 def write_manifest(manifest: TaskManifest) -> Path:
     """Persist the manifest beside its staging dir (tasks may also just return it)."""
     path = manifest_path(manifest.staging_dir)
-    atomic_write_bytes(path, manifest.to_json().encode())
+    atomic_write(path, manifest.to_json().encode())
     return path
 
 
@@ -474,10 +466,13 @@ StateMap = Mapping[tuple[str, int], PartitionState]
 
 
 def _parse_partition_dir(name: str) -> tuple[str, int] | None:
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or "." in part:
+    """(topic, partition) of a live partition dir; None for anything a broker would not load
+    as one (no `<topic>-<partition>` shape, or a `-delete`/`-future`/`-stray` dir)."""
+    try:
+        parsed = parse_partition_dir_name(name)
+    except LogDirError:
         return None
-    return topic, int(part)
+    return None if parsed.suffix else (parsed.topic, parsed.partition)
 
 
 def read_partition_state(partition_dir: str | os.PathLike[str]) -> PartitionState:
@@ -802,7 +797,7 @@ def publish(
         root.mkdir(parents=True, exist_ok=True)
         meta.mkdir(parents=True, exist_ok=True)
         hook("journal")
-        atomic_write_bytes(journal, plan.to_json().encode())
+        atomic_write(journal, plan.to_json().encode())
 
     _run_steps(plan, root, hook)
 
