@@ -8,12 +8,14 @@ How a run goes (every step before "publish" touches only the run's staging area)
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
 2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
-3. Range-partition the records by (topic, partition, ordering) and sort within tasks, so every
-   Kafka partition is a run of consecutive tasks and a hot partition is split over several.
+3. Pick the write mode (`choose_write_mode`). `range`: range-partition the records by (topic,
+   partition, ordering) and sort within tasks, so every Kafka partition is a run of consecutive
+   tasks and a hot partition is split over several. `direct` (source order only): no shuffle;
+   every input split writes its own share of each partition, in the order it read them.
 4. Counting pass -> `plan_offsets`: each task's exact base offset per partition range, offsets
    continuing from each partition's log end offset.
-5. Write pass (`mapInArrow` -> `write_task`): each task drives the core's PartitionLog in its
-   attempt's own staging dir and returns manifests.
+5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
+   PartitionLog in its attempt's own staging dir and returns manifests.
 6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
@@ -55,6 +57,7 @@ from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
     WriterSettings,
     write_task,
+    write_task_direct,
 )
 from jobs.spark.sources import SourceSpec, read_source
 from kafkalog_core.errors import ConfigError, KafkaLogError
@@ -67,6 +70,12 @@ if TYPE_CHECKING:
 LEADER_EPOCH = 0  # what a fresh topic's first leader stamps on every batch
 
 _MANIFEST_SCHEMA = "manifest string"
+
+# write_mode auto picks `direct` only up to these: each input split becomes a range (and so at
+# least one segment) of every partition it holds, and a direct task keeps one open log per
+# partition.
+DIRECT_MAX_SPLITS = 16
+DIRECT_MAX_PARTITIONS = 256
 
 
 @dataclass
@@ -82,6 +91,7 @@ class IngestResult:
     source_version: int | None = None
     timings_ms: dict[str, int] = field(default_factory=dict)
     summary: str = ""
+    write_mode: str = ""  # range | direct (see choose_write_mode); "" for a no-op
 
 
 def _config_hash(config: IngestConfig) -> str:
@@ -94,8 +104,46 @@ def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
     return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
 
 
+def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
+    """`range` or `direct` for this run (see `IngestConfig.write_mode`).
+
+    auto takes `direct` (no shuffle: about half the time of `range`) when the records keep the
+    source order, no task count was asked for, and the input has at most `DIRECT_MAX_SPLITS`
+    splits and the topics at most `DIRECT_MAX_PARTITIONS` partitions; otherwise `range`, whose
+    segment count does not grow with the input's split count.
+    """
+    if config.write_mode == "range":
+        return "range"
+    if config.write_mode == "direct":
+        if tasks is not None:
+            raise ConfigError(
+                f"--tasks {tasks} applies to output.write_mode=range; the direct mode writes "
+                "with one task per input split"
+            )
+        return "direct"
+    if config.ordering or tasks is not None or splits > DIRECT_MAX_SPLITS:
+        return "range"
+    partitions = _reachable_partitions(config)
+    return "direct" if partitions is not None and partitions <= DIRECT_MAX_PARTITIONS else "range"
+
+
+def _reachable_partitions(config: IngestConfig) -> int | None:
+    """How many partitions the mapping can write to (None: unbounded, via topic_defaults)."""
+    topic = config.mapping.topic
+    if topic.is_constant:
+        spec = config.topic(str(topic.name))
+        return None if spec is None else spec.partitions
+    if config.topic_defaults is not None:
+        return None
+    return sum(spec.partitions for spec in config.topics.values())
+
+
 def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
-    """Rows per (task, topic, partition), counted by Spark itself: no rows travel to Python."""
+    """Rows per (task, topic, partition), counted by Spark itself: no rows travel to Python.
+
+    `task` is the Spark partition id of the DataFrame given, which is the write pass's task index
+    when that pass runs over the same DataFrame.
+    """
     from pyspark.sql import functions as F
 
     rows = (
@@ -108,16 +156,17 @@ def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
 
 
 def _write(
-    sorted_records: DataFrame, plan: OffsetPlan, settings: WriterSettings
+    sorted_records: DataFrame, plan: OffsetPlan, settings: WriterSettings, mode: str = "range"
 ) -> list[TaskManifest]:
     lookup = plan.as_lookup()
+    task_fn = write_task_direct if mode == "direct" else write_task
 
     def write_fn(batches):
         import pyarrow as pa
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        for manifest in write_task(
+        for manifest in task_fn(
             batches, ctx.partitionId(), str(ctx.taskAttemptId()), lookup, settings
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
@@ -192,15 +241,20 @@ def run(
         else:
             records, rejects = map_records(source.df, config), None
 
-        tasks = tasks or max(
-            spark.sparkContext.defaultParallelism, source.df.rdd.getNumPartitions()
-        )
+        splits = source.df.rdd.getNumPartitions()
+        mode = choose_write_mode(config, tasks, splits)
         # Only the columns the writer reads travel on (no empty headers arrays when none are
         # mapped). The mapped rows are not cached: mapping ships only keys to Python, so
         # mapping twice (range sampling, then the shuffle) is cheaper than a second cache.
         columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
-        records = records.select(*columns, ORDER_COLUMN)
-        sorted_records = _range_sorted(records, tasks).persist()
+        if mode == "direct":
+            # No shuffle: the counting and the write pass both run over the input splits (the
+            # source is read twice; the counting pass reads only what partitioning needs).
+            sorted_records = records.select(*columns)
+        else:
+            tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
+            records = records.select(*columns, ORDER_COLUMN)
+            sorted_records = _range_sorted(records, tasks).persist()
         try:
             try:
                 counts = _count(sorted_records)
@@ -225,7 +279,7 @@ def run(
                     leader_epoch=LEADER_EPOCH,
                     fail_after_batches=fail_after_batches,
                 )
-                manifests = _write(sorted_records, plan, settings) if plan.ranges else []
+                manifests = _write(sorted_records, plan, settings, mode) if plan.ranges else []
                 lap("write")
                 if rejects is not None:
                     rejected = _write_rejects(rejects, config.reject_path, run_id)
@@ -276,6 +330,7 @@ def run(
         source_version=source.version,
         timings_ms=timings,
         summary=summary,
+        write_mode=mode,
     )
 
 

@@ -10,7 +10,7 @@ File layout (Kafka's names wherever Kafka has one; see conf/ingest-*.yaml):
 
     run_id: null                    # usually --run-id from the scheduler
     source: {format: delta, path: ..., version: ..., since_version: ..., interval: ...}
-    output: {root: <log dir>, reject_path: null}
+    output: {root: <log dir>, reject_path: null, write_mode: auto|range|direct}
     topics: {<name>: {partitions: 6, config: {cleanup.policy: compact, ...}}}
     topic_defaults: {partitions: 3, config: {...}}   # optional, for topic values not listed
     mapping:
@@ -57,6 +57,7 @@ __all__ = [
 FORMATS = ("bytes", "string", "json", "long", "int")
 NULL_KEY_PARTITIONERS = ("value_hash", "round_robin")
 TIMESTAMP_UNITS = ("ms", "s", "us")
+WRITE_MODES = ("auto", "range", "direct")
 MAX_PARTITIONS = 1 << 20  # sanity bound; Kafka has no hard limit but a log dir would not cope
 _RUN_ID = re.compile(r"[^\s/\\]{1,200}")
 
@@ -362,6 +363,10 @@ class IngestConfig:
     reject_path: str | None = None  # invalid rows go here (with the reason) instead of failing
     run_id: str | None = None
     config_path: str | None = None
+    # range: shuffle + sort (any ordering, ~tasks/partitions ranges per partition);
+    # direct: no shuffle, each input split writes its share (source order only); auto: see
+    # jobs.ingest.choose_write_mode
+    write_mode: str = "auto"
 
     def topic(self, name: str) -> TopicSpec | None:
         """The spec for a topic value: listed, else from topic_defaults, else None."""
@@ -390,12 +395,15 @@ class IngestConfig:
             raise ConfigError("source is required (format and path or table)")
         source = SourceSpec.from_dict(raw["source"], "source")
         output = _mapping(raw.get("output"), "output")
-        _only(output, ("root", "reject_path"), "output")
+        _only(output, ("root", "reject_path", "write_mode"), "output")
         if output.get("root") is None:
             raise ConfigError("output.root is required (the Kafka log dir to write)")
         root = _text(str(output["root"]), "output.root")
         reject = output.get("reject_path")
         reject = None if reject is None else _text(str(reject), "output.reject_path")
+        write_mode = str(output.get("write_mode", "auto"))
+        if write_mode not in WRITE_MODES:
+            raise _fail("output.write_mode", write_mode, f"must be one of {', '.join(WRITE_MODES)}")
 
         topics_raw = _mapping(raw.get("topics"), "topics")
         topics: dict[str, TopicSpec] = {}
@@ -419,7 +427,23 @@ class IngestConfig:
             if not _RUN_ID.fullmatch(run_id) or run_id in (".", ".."):
                 raise _fail("run_id", run_id, "must be 1-200 characters without spaces or slashes")
 
-        config = cls(source, root, mapping, topics, defaults, ordering, reject, run_id, config_path)
+        if write_mode == "direct" and ordering:
+            raise ConfigError(
+                "output.write_mode=direct keeps the source order: it cannot apply `ordering` "
+                "(use write_mode range or auto)"
+            )
+        config = cls(
+            source,
+            root,
+            mapping,
+            topics,
+            defaults,
+            ordering,
+            reject,
+            run_id,
+            config_path,
+            write_mode,
+        )
         config._check_rules()
         return config
 

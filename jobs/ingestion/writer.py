@@ -51,6 +51,10 @@ from kafkalog_core.record.encoder import (
 # Records are encoded once this many payload bytes are pending for a partition: big enough that
 # per-encode overhead vanishes, small enough to keep a task's memory flat.
 DEFAULT_CHUNK_BYTES = 32 << 20
+# A direct-mode task keeps a writer open for every partition it sees: their pending chunks share
+# this budget (each gets at least MIN_CHUNK_BYTES), so memory stays flat however many there are.
+DIRECT_TASK_BUFFER_BYTES = 256 << 20
+MIN_CHUNK_BYTES = 1 << 20
 # Target size of one record batch (a producer's batch.size); capped by max.message.bytes.
 DEFAULT_BATCH_BYTES = 1 << 20
 
@@ -286,18 +290,103 @@ def write_task(
             if current != (topic, partition):
                 if writer is not None:
                     yield writer.finish()
-                assignment = plan.get((task_index, topic, partition))
-                if assignment is None:
-                    raise KafkaLogError(
-                        f"task {task_index} found rows for {topic}-{partition} that the counting "
-                        "pass did not see; the input changed between passes"
-                    )
-                directory = (
-                    staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
+                writer = _range_writer(
+                    plan, (task_index, topic, partition), settings, staging, attempt_id
                 )
-                writer = _RangeWriter(assignment, settings, directory, task_key, attempt_id)
             writer.add(pa.Table.from_batches([batch.select(columns).slice(start, stop - start)]))
-        if settings.fail_after_batches is not None and count >= settings.fail_after_batches:
-            raise InjectedFailure(f"injected failure in task {task_index} after {count} batches")
+        _maybe_fail(settings, task_index, count)
     if writer is not None:
         yield writer.finish()
+
+
+def _range_writer(
+    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    key: tuple[int, str, int],
+    settings: WriterSettings,
+    staging: Path,
+    attempt_id: str,
+) -> _RangeWriter:
+    """The writer of the plan's range `key` = (task index, topic, partition), in staging."""
+    task_index, topic, partition = key
+    assignment = plan.get(key)
+    if assignment is None:
+        raise KafkaLogError(
+            f"task {task_index} found rows for {topic}-{partition} that the counting pass did "
+            "not see; the input changed between passes"
+        )
+    directory = staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
+    return _RangeWriter(assignment, settings, directory, f"task-{task_index}", attempt_id)
+
+
+def _maybe_fail(settings: WriterSettings, task_index: int, batches_seen: int) -> None:
+    """The tests' kill switch (`fail_after_batches`)."""
+    if settings.fail_after_batches is not None and batches_seen >= settings.fail_after_batches:
+        raise InjectedFailure(f"injected failure in task {task_index} after {batches_seen} batches")
+
+
+def _group_keys(batch: pa.RecordBatch) -> tuple[np.ndarray, list[str]]:
+    """A sortable int64 per row that orders by (topic name, partition), and the topic names.
+
+    Topic ranks come from the sorted distinct names of this batch, so the order of the groups
+    is the (topic, partition) order whatever dictionary Arrow built.
+    """
+    encoded = pc.dictionary_encode(batch.column("topic"))
+    names = encoded.dictionary.to_pylist()
+    order = sorted(range(len(names)), key=names.__getitem__)
+    ranks = np.empty(len(names), dtype=np.int64)
+    ranks[order] = np.arange(len(names), dtype=np.int64)
+    indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    return (ranks[indices] << 32) | partitions, names
+
+
+def group_by_partition(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows of `batch` grouped by (topic, partition), keeping their order within a group.
+
+    A stable sort: a partition's records keep the source order the task received them in.
+    """
+    if batch.num_rows < 2:
+        return batch
+    keys, _ = _group_keys(batch)
+    if bool(np.all(keys[1:] >= keys[:-1])):
+        return batch
+    return batch.take(pa.array(np.argsort(keys, kind="stable")))
+
+
+def write_task_direct(
+    batches: Iterable[pa.RecordBatch],
+    task_index: int,
+    attempt_id: str,
+    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    settings: WriterSettings,
+) -> Iterator[TaskManifest]:
+    """The direct write (no shuffle): this task's rows in source order, any partition anywhere.
+
+    Every (topic, partition) the task holds is one range of the plan, written by its own
+    `_RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
+    `DIRECT_TASK_BUFFER_BYTES`. Each Arrow batch is grouped by partition with a stable sort, so
+    a partition's records keep the order the task read them in: the source order. Batches and
+    segments depend on the records only (see `_RangeWriter`), never on the Arrow slicing.
+    """
+    task_key = f"task-{task_index}"
+    staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
+    planned = sum(1 for key in plan if key[0] == task_index)
+    chunk_bytes = max(
+        MIN_CHUNK_BYTES, min(settings.chunk_bytes, DIRECT_TASK_BUFFER_BYTES // max(planned, 1))
+    )
+    chunked = dataclasses.replace(settings, chunk_bytes=chunk_bytes)
+    writers: dict[tuple[str, int], _RangeWriter] = {}
+    for count, batch in enumerate(batches, start=1):
+        columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
+        grouped = group_by_partition(batch)
+        for topic, partition, start, stop in partition_runs(grouped):
+            writer = writers.get((topic, partition))
+            if writer is None:
+                writer = _range_writer(
+                    plan, (task_index, topic, partition), chunked, staging, attempt_id
+                )
+                writers[(topic, partition)] = writer
+            writer.add(pa.Table.from_batches([grouped.select(columns).slice(start, stop - start)]))
+        _maybe_fail(settings, task_index, count)
+    for key in sorted(writers):
+        yield writers[key].finish()

@@ -106,6 +106,18 @@ def write_parquet(path: Path, rows: list[dict[str, Any]], *, files: int = 1) -> 
     return path
 
 
+def two_sources(base: Path, n_a: int, n_b: int, *, files: int) -> dict:
+    """Sources A and B for incremental runs: B's ids and times follow A's (an hour later)."""
+    rows_a = source_rows(n_a)
+    rows_b = source_rows(n_b, start_id=n_a, start_ms=BASE_MS + 3_600_000)
+    return {
+        "a": rows_a,
+        "b": rows_b,
+        "path_a": write_parquet(base / "a", rows_a, files=files),
+        "path_b": write_parquet(base / "b", rows_b, files=files),
+    }
+
+
 def config_doc(
     source: str | dict,
     root: Path,
@@ -140,10 +152,11 @@ def config_doc(
 
 
 def expected_records(
-    rows: list[dict[str, Any]], partitions: dict[str, int], leo=None
+    rows: list[dict[str, Any]], partitions: dict[str, int], leo=None, *, in_order: bool = False
 ) -> list[tuple]:
     """What the log must hold for `rows`: murmur2 (kafka-python) partition, offsets by
-    (event_time, id) per partition continuing from `leo` ({(topic, p): offset})."""
+    (event_time, id) per partition (or in the order given, `in_order`) continuing from `leo`
+    ({(topic, p): offset})."""
     out = []
     placed: dict[tuple[str, int], list[dict]] = {}
     for r in rows:
@@ -151,7 +164,8 @@ def expected_records(
         tp = (r["topic"], kp_partition(key, partitions[r["topic"]]))
         placed.setdefault(tp, []).append(r)
     for tp, group in sorted(placed.items()):
-        group.sort(key=lambda r: (r["event_time"], r["id"]))
+        if not in_order:
+            group.sort(key=lambda r: (r["event_time"], r["id"]))
         first = (leo or {}).get(tp, 0)
         for offset, r in enumerate(group, start=first):
             headers = [

@@ -18,16 +18,14 @@ from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 from tests.jobs.ingest_helpers import (
-    BASE_MS,
     SOURCE_SCHEMA,
     config_doc,
     expected_records,
     read_root,
     segment_files,
     snapshot,
-    source_rows,
     staging_leftovers,
-    write_parquet,
+    two_sources,
 )
 
 pytestmark = pytest.mark.spark
@@ -45,15 +43,7 @@ N_A, N_B = 400, 300
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> dict:
-    base = tmp_path_factory.mktemp("incr")
-    rows_a = source_rows(N_A)
-    rows_b = source_rows(N_B, start_id=N_A, start_ms=BASE_MS + 3_600_000)
-    return {
-        "a": rows_a,
-        "b": rows_b,
-        "path_a": write_parquet(base / "a", rows_a, files=2),
-        "path_b": write_parquet(base / "b", rows_b, files=2),
-    }
+    return two_sources(tmp_path_factory.mktemp("incr"), N_A, N_B, files=2)
 
 
 def _config(path, root) -> IngestConfig:

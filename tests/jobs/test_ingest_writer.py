@@ -14,9 +14,13 @@ from jobs.ingestion.writer import (
     InjectedFailure,
     WriterSettings,
     count_task,
+    group_by_partition,
+    partition_runs,
     write_task,
+    write_task_direct,
 )
 from kafkalog_core.config import LogConfig
+from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 
 CONFIG = LogConfig.from_dict({"segment.bytes": 20000, "index.interval.bytes": 512})
@@ -128,3 +132,81 @@ def test_injected_failure_after_n_batches(tmp_path):
     table = _records(300, monotone=True)
     with pytest.raises(InjectedFailure, match="after 2 batches"):
         _write(table, 50, 1 << 20, tmp_path, fail_after_batches=2)
+
+
+def _direct_settings(root: Path, chunk_bytes: int = 32 << 20) -> WriterSettings:
+    return WriterSettings(
+        output_root=str(root / "logs"),
+        run_id="r",
+        configs={"t": CONFIG, "u": CONFIG},
+        batch_options={"t": OPTIONS, "u": OPTIONS},
+        chunk_bytes=chunk_bytes,
+    )
+
+
+def _interleaved() -> pa.Table:
+    """Three partitions of two topics, rows interleaved as a source would hold them."""
+    parts = [
+        _records(700, monotone=True, partition=0),
+        _records(500, monotone=False, partition=1, seed=4),
+        _records(400, monotone=True, partition=0, seed=5),
+    ]
+    parts[2] = parts[2].set_column(0, "topic", pa.array(["u"] * 400))
+    table = pa.concat_tables(parts)
+    order = np.random.default_rng(9).permutation(table.num_rows)
+    # a random interleaving that keeps every partition's own order
+    group = np.repeat([0, 1, 2], [700, 500, 400])[order]
+    ranks = np.zeros(table.num_rows, dtype=np.int64)
+    for g in range(3):
+        ranks[group == g] = np.flatnonzero(np.repeat([0, 1, 2], [700, 500, 400]) == g)
+    return table.take(pa.array(ranks))
+
+
+def _staged(manifests) -> dict[tuple[str, int], dict[str, bytes]]:
+    return {(m.topic, m.partition): _files(Path(m.staging_dir)) for m in manifests}
+
+
+@pytest.mark.parametrize("chunk_bytes", [50, 8000])
+def test_direct_task_writes_what_the_sorted_task_writes(tmp_path, chunk_bytes):
+    """Interleaved partitions, any Arrow slicing: each partition's staged files equal the range
+    writer's for the same rows in the same order (and so the engine's)."""
+    table = _interleaved()
+    counts = count_task(table.to_batches())
+    plan = plan_offsets([(0, t, p, n) for (t, p), n in counts.items()], {}).as_lookup()
+    keys = np.array([0 if t == "t" else 1 for t in table.column("topic").to_pylist()]) * 10
+    keys += np.array(table.column("partition").to_pylist())
+    sorted_table = table.take(pa.array(np.argsort(keys, kind="stable")))
+    expected = _staged(
+        write_task(
+            iter(sorted_table.to_batches(100)), 0, "sorted", plan, _direct_settings(tmp_path)
+        )
+    )
+    assert set(expected) == {("t", 0), ("t", 1), ("u", 0)}
+    for rows in (13, 400, 5000):
+        settings = _direct_settings(tmp_path, chunk_bytes)
+        manifests = list(
+            write_task_direct(iter(table.to_batches(rows)), 0, f"d{rows}", plan, settings)
+        )
+        assert [(m.topic, m.partition) for m in manifests] == sorted(expected)
+        assert [m.record_count for m in manifests] == [counts[k] for k in sorted(expected)]
+        assert _staged(manifests) == expected
+
+
+def test_group_by_partition_is_stable_and_orders_topics_by_name():
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": ["z", "a", "z", "a", "a"],
+            "partition": pa.array([0, 1, 0, 0, 1], pa.int32()),
+            "value": [b"0", b"1", b"2", b"3", b"4"],
+        }
+    )
+    grouped = group_by_partition(batch)
+    assert grouped.column("value").to_pylist() == [b"3", b"1", b"4", b"0", b"2"]
+    assert list(partition_runs(grouped)) == [("a", 0, 0, 1), ("a", 1, 1, 3), ("z", 0, 3, 5)]
+
+
+def test_direct_task_refuses_rows_the_plan_does_not_know(tmp_path):
+    table = _interleaved()
+    plan = plan_offsets([(0, "t", 0, 700)], {}).as_lookup()
+    with pytest.raises(KafkaLogError, match=r"rows for t-1 that the counting pass did not see"):
+        list(write_task_direct(iter(table.to_batches()), 0, "a", plan, _direct_settings(tmp_path)))

@@ -1,0 +1,152 @@
+"""The direct write mode (no shuffle): same records and offsets as the range mode, one range per
+input split and partition, incremental runs, a killed task, and how `auto` chooses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.ingest import DIRECT_MAX_SPLITS, choose_write_mode, run
+from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.history import IngestHistory
+from kafkalog_core.errors import ConfigError, KafkaLogError
+from tests.jobs.ingest_helpers import (
+    config_doc,
+    expected_records,
+    kp_partition,
+    read_root,
+    segment_files,
+    snapshot,
+    staging_leftovers,
+    two_sources,
+)
+
+PARTITIONS = {"events": 3}
+TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
+FILES = 3
+N_A, N_B = 600, 300
+
+
+def _config(path: Path, root: Path, mode: str = "auto", **kw) -> IngestConfig:
+    doc = config_doc(path, root, topics=TOPICS, ordering="source", **kw)
+    doc["output"]["write_mode"] = mode
+    return IngestConfig.from_dict(doc)
+
+
+def _run(spark, path, root, run_id, mode="auto", **kw):
+    return run(spark, _config(path, root, mode), run_id=run_id, out=lambda _: None, **kw)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict:
+    """Rows whose source order is their (event_time, id) order, so `expected_records` holds."""
+    return two_sources(tmp_path_factory.mktemp("direct"), N_A, N_B, files=FILES)
+
+
+def _read_order(spark, path: Path, rows: list[dict]) -> tuple[list[dict], dict[str, set[int]]]:
+    """The rows in Spark's read order (the source order: splits in Spark's order, which is not
+    file-name order), and per partition dir the offsets where a later split's rows begin."""
+    from pyspark.sql import functions as F
+
+    by_id = {r["id"]: r for r in rows}
+    read = spark.read.parquet(str(path)).select(F.spark_partition_id().alias("split"), "id")
+    ordered, starts, seen, last_split = [], {}, {}, {}
+    for split, row_id in read.collect():
+        r = by_id[row_id]
+        ordered.append(r)
+        name = f"events-{kp_partition(r['user'].encode(), 3)}"
+        if last_split.get(name, split) != split:
+            starts.setdefault(name, set()).add(seen[name])
+        last_split[name] = split
+        seen[name] = seen.get(name, 0) + 1
+    return ordered, starts
+
+
+@pytest.mark.spark
+def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources, tmp_path):
+    roots = {}
+    for mode in ("direct", "range", "auto"):
+        roots[mode] = tmp_path / mode / "logs"
+        result = _run(spark, sources["path_a"], roots[mode], f"r-{mode}", mode)
+        assert result.status == "committed" and result.records == N_A
+        assert result.write_mode == ("range" if mode == "range" else "direct")
+    ordered, starts = _read_order(spark, sources["path_a"], sources["a"])
+    assert any(starts.values())  # several splits hold rows of one partition
+    expected = expected_records(ordered, PARTITIONS, in_order=True)
+    assert read_root(roots["direct"]) == expected
+    assert read_root(roots["range"]) == expected
+    assert read_root(roots["auto"]) == expected
+    # one range per input split: a segment starts where each file's rows of the partition do
+    for pdir in (p.name for p in roots["direct"].iterdir() if p.is_dir()):
+        bases = {int(p.name[:20]) for p in segment_files(roots["direct"] / pdir)}
+        assert bases == {0} | starts.get(pdir, set()), pdir
+    history = IngestHistory(roots["direct"]).find_run("r-direct")
+    leo = {f"{t}-{p}": o + 1 for t, p, o, *_ in expected}
+    assert history["partitions"] == {name: [0, end] for name, end in leo.items()}
+
+
+@pytest.mark.spark
+def test_direct_incremental_run_killed_then_rerun(spark, sources, tmp_path):
+    """A second direct run continues the offsets (its first range continues the old last
+    segment); killed mid-write it leaves nothing visible, and the rerun publishes once."""
+    root = tmp_path / "logs"
+    assert _run(spark, sources["path_a"], root, "a1", "direct").records == N_A
+    before_files = {p: p.read_bytes() for p in root.glob("*/*.log")}
+    before = snapshot(root)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "20")
+    try:
+        with pytest.raises(KafkaLogError, match="injected failure"):
+            _run(spark, sources["path_b"], root, "b1", "direct", fail_after_batches=3)
+    finally:
+        spark.conf.set(key, old)
+    assert snapshot(root) == before
+    assert any(s.endswith(".log") for s in staging_leftovers(root))
+
+    result = _run(spark, sources["path_b"], root, "b1", "direct")
+    assert result.status == "committed" and result.records == N_B
+    order_a, _ = _read_order(spark, sources["path_a"], sources["a"])
+    order_b, _ = _read_order(spark, sources["path_b"], sources["b"])
+    first = expected_records(order_a, PARTITIONS, in_order=True)
+    leo_a = {(t, p): o + 1 for t, p, o, *_ in first}
+    both = first + expected_records(order_b, PARTITIONS, leo=leo_a, in_order=True)
+    assert read_root(root) == sorted(both, key=lambda r: (r[0], r[1], r[2]))
+    assert staging_leftovers(root) == []
+    grown = [p for p, old_bytes in before_files.items() if p.read_bytes() != old_bytes]
+    assert grown and all(p.read_bytes().startswith(before_files[p]) for p in grown)
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing the mode (no Spark)
+
+
+def _plain_config(tmp_path: Path, mode: str = "auto", **doc_changes) -> IngestConfig:
+    doc = config_doc(tmp_path / "src", tmp_path / "logs", topics=TOPICS, ordering="source")
+    doc["output"]["write_mode"] = mode
+    doc.update(doc_changes)
+    return IngestConfig.from_dict(doc)
+
+
+def test_auto_picks_direct_only_for_source_order_few_splits_and_known_partitions(tmp_path):
+    config = _plain_config(tmp_path)
+    assert choose_write_mode(config, None, 1) == "direct"
+    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS) == "direct"
+    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS + 1) == "range"
+    assert choose_write_mode(config, 4, 1) == "range"  # a task count asks for the range mode
+    ordered = _plain_config(tmp_path, ordering=["event_time"])
+    assert choose_write_mode(ordered, None, 1) == "range"
+    many = _plain_config(tmp_path, topics={"events": {"partitions": 1000}})
+    assert choose_write_mode(many, None, 1) == "range"
+    assert choose_write_mode(_plain_config(tmp_path, "range"), None, 1) == "range"
+    assert choose_write_mode(_plain_config(tmp_path, "direct"), None, 500) == "direct"
+
+
+def test_write_mode_errors_are_one_clear_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"output.write_mode='fast' is invalid: must be one of"):
+        _plain_config(tmp_path, "fast")
+    with pytest.raises(ConfigError, match="write_mode=direct keeps the source order"):
+        _plain_config(tmp_path, "direct", ordering=["event_time"])
+    with pytest.raises(ConfigError, match="--tasks 4 applies to output.write_mode=range"):
+        choose_write_mode(_plain_config(tmp_path, "direct"), 4, 1)
