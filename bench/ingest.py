@@ -14,8 +14,10 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
 - ingest: `jobs.ingest.run(spark, config)` with a parquet source at `src`: one topic `bench`, 8
   partitions (murmur2 of the key, as the Java producer), default topic configs (segment.bytes
   1 GiB, uncompressed, CreateTime from `ts`), ordering = source, 1 MiB batches, once per
-  `--modes` (output.write_mode): `direct` (no shuffle; what `auto` picks here) and `range`
-  (range partitioning + sort). This includes everything a real run does: mapping + per-row
+  `--modes`: `arrow` (output.write_mode direct with source.task_reader arrow: Spark schedules
+  tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
+  rows read by Spark and shipped to Python with mapInArrow) and `range` (range partitioning +
+  sort). This includes everything a real run does: mapping + per-row
   checks, the counting pass, the write pass (encode, PartitionLog, fsync, CRC-32C manifests) and
   the atomic publish.
 
@@ -93,10 +95,15 @@ def make_source(path: Path, rows: int, files: int, seed: int = 7) -> Path:
     return path
 
 
-def ingest_config(src: Path, root: Path, mode: str = "auto") -> dict:
+# --modes name -> (output.write_mode, source.task_reader)
+MODES = {"arrow": ("direct", "arrow"), "direct": ("direct", "spark"), "range": ("range", "spark")}
+
+
+def ingest_config(src: Path, root: Path, mode: str = "arrow") -> dict:
+    write_mode, reader = MODES[mode]
     return {
-        "source": {"format": "parquet", "path": str(src)},
-        "output": {"root": str(root), "write_mode": mode},
+        "source": {"format": "parquet", "path": str(src), "task_reader": reader},
+        "output": {"root": str(root), "write_mode": write_mode},
         "topics": {TOPIC: {"partitions": PARTITIONS}},
         "mapping": {
             "topic": TOPIC,
@@ -205,7 +212,9 @@ def run_master(args, master: str, src: Path, warm: Path, events: Path | None) ->
                 mode = kind.split("-", 1)[1]
                 run_id = f"bench-{time.time_ns()}"
                 t, result = timed_ingest(spark, src, root, run_id, args.tasks, mode)
-                driver_timings.append({"mode": result.write_mode, **result.timings_ms})
+                driver_timings.append(
+                    {"mode": result.write_mode, "reader": result.task_reader, **result.timings_ms}
+                )
                 sizes[kind] = du(root)
                 if result.records != args.rows:
                     raise SystemExit(f"ingest wrote {result.records} records, not {args.rows}")
@@ -333,6 +342,8 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     """What an ingest stage does, from its shape (callsite line numbers move with edits)."""
     if "ingest" not in group:
         return "read + write parquet" if s["tasks"] > 1 else "file listing / schema"
+    if "arrow" in group:  # the tasks read the files: no rows flow through the JVM
+        return "write pass: pyarrow read+write" if s["tasks"] > 1 else "count / small job"
     if "direct" in group:  # count job (read + map + small aggregate), then the write job
         if s["topy"] > 0 and s["shw"] > 0:
             return "count pass: read+map(py)"
@@ -368,7 +379,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     """Run the ingest's task functions on Arrow data of the benchmark rows, as Spark would."""
     from jobs.ingestion.commit import finalize_task_staging  # noqa: F401  (profiled by name)
     from jobs.ingestion.config import IngestConfig
-    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, _map_batch, _plan  # noqa: F401
+    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, map_batch, mapping_rules  # noqa: F401
     from jobs.ingestion.planner import plan_offsets
     from jobs.ingestion.writer import (
         DEFAULT_BATCH_BYTES,
@@ -381,7 +392,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     table = pq.read_table(src).slice(0, rows)
     n = table.num_rows
     config = IngestConfig.from_dict(ingest_config(src, out / "task-logs"))
-    plan = _plan(config)
+    plan = mapping_rules(config)
     # What mapping's mapInArrow receives (stage 1 output): Spark's column set for this config.
     ts_ms = table.column("ts").cast(pa.int64()).combine_chunks()
     entry = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -409,7 +420,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
         return value, time.perf_counter() - t0
 
     cache: dict = {}
-    mapped, t_map = timed(lambda: [_map_batch(b, plan, cache) for b in batches])
+    mapped, t_map = timed(lambda: [map_batch(b, plan, cache) for b in batches])
     mapped_table = pa.Table.from_batches(mapped)
     # Range partitioning + sortWithinPartitions: by (topic, partition, pos); one task per
     # partition here (the real job's range boundaries rarely align, so a task may hold 2).
@@ -468,7 +479,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     print(
         f"one process, {PARTITIONS} simulated tasks (one per partition); {size / 1e6:.0f} MB written"
     )
-    print(f"  mapping _map_batch (mapInArrow body): {t_map:6.2f} s  ({n / t_map:,.0f} rows/s)")
+    print(f"  mapping map_batch (mapInArrow body): {t_map:6.2f} s  ({n / t_map:,.0f} rows/s)")
     print(f"  count_task (counting pass body):      {t_count:6.2f} s")
     print(f"  write_task (write pass body):         {t_write:6.2f} s  ({n / t_write:,.0f} rows/s)")
     stats = pstats.Stats(profiler)
@@ -514,9 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--modes",
         nargs="+",
-        default=["direct", "range"],
-        choices=["direct", "range"],
-        help="ingest write modes to time (output.write_mode)",
+        default=list(MODES),
+        choices=list(MODES),
+        help="ingest paths to time: arrow / direct / range (see the docstring)",
     )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--no-uncompressed", action="store_true", help="skip the uncompressed Parquet")

@@ -15,7 +15,10 @@ How a run goes (every step before "publish" touches only the run's staging area)
 4. Counting pass -> `plan_offsets`: each task's exact base offset per partition range, offsets
    continuing from each partition's log end offset.
 5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
-   PartitionLog in its attempt's own staging dir and returns manifests.
+   PartitionLog in its attempt's own staging dir and returns manifests. With the arrow task
+   reader (`jobs.ingestion.arrow_reader`: local Parquet / delta-rs files, plain-column
+   mappings, direct mode) the tasks read the files themselves with pyarrow instead, and the
+   counting pass reads only the partitioning columns.
 6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
@@ -31,6 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.ingestion.arrow_reader import (
+    ArrowReadPlan,
+    count_with_arrow,
+    plan_arrow_read,
+    write_with_arrow,
+)
 from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
@@ -59,7 +68,7 @@ from jobs.ingestion.writer import (
     write_task,
     write_task_direct,
 )
-from jobs.spark.sources import SourceSpec, read_source
+from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
 from kafkalog_core.log.partition_log import batch_options_for
@@ -92,6 +101,7 @@ class IngestResult:
     timings_ms: dict[str, int] = field(default_factory=dict)
     summary: str = ""
     write_mode: str = ""  # range | direct (see choose_write_mode); "" for a no-op
+    task_reader: str = ""  # spark | arrow (see _arrow_read_plan); "" for a no-op
 
 
 def _config_hash(config: IngestConfig) -> str:
@@ -125,6 +135,71 @@ def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> s
         return "range"
     partitions = _reachable_partitions(config)
     return "direct" if partitions is not None and partitions <= DIRECT_MAX_PARTITIONS else "range"
+
+
+def _arrow_read_plan(
+    spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
+) -> ArrowReadPlan | None:
+    """The arrow reader's plan when the run can use it (`source.task_reader`), else None.
+
+    It writes in the direct mode, so it needs what that mode needs (source order, no task
+    count; with write_mode auto also few enough splits and partitions). auto uses it whenever
+    it qualifies; `arrow` insists and says why it cannot.
+    """
+    wanted = config.source.task_reader
+    if wanted == "spark":
+        return None
+    plan = None
+    if config.write_mode == "range" or config.ordering or tasks is not None:
+        why = "it writes in the direct mode (source order, no --tasks, write_mode not range)"
+    else:
+        files, partition_columns = _source_files(spark, config, source)
+        if files is None:
+            why = "the source is not a Parquet path or a Delta table read through delta-rs"
+        else:
+            plan, why = plan_arrow_read(
+                config,
+                files,
+                partition_columns=partition_columns,
+                max_split_bytes=_max_split_bytes(spark),
+            )
+        if plan is not None and choose_write_mode(config, None, len(plan.tasks)) != "direct":
+            plan, why = None, "write_mode auto picks range for this many splits or partitions"
+    if plan is None and wanted == "arrow":
+        raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
+    return plan
+
+
+def _source_files(
+    spark: SparkSession, config: IngestConfig, source: SourceRead
+) -> tuple[list[str] | None, tuple[str, ...]]:
+    """The data files Spark would read (decoded local paths or URIs) and partition columns."""
+    from urllib.parse import unquote
+
+    from jobs.spark.delta import load_snapshot
+    from jobs.spark.sources import delta_reader_for
+
+    spec = config.source
+    if spec.format == "parquet":
+        files = [unquote(f) if f.startswith("file:") else f for f in source.df.inputFiles()]
+        return files, ()
+    if (
+        spec.format == "delta"
+        and spec.path is not None
+        and spec.since_version is None
+        and delta_reader_for(spark, spec) == "delta-rs"
+    ):
+        snapshot = load_snapshot(str(spec.path), version=source.version)
+        return [f.uri for f in snapshot.files], snapshot.partition_columns
+    return None, ()
+
+
+def _max_split_bytes(spark: SparkSession) -> int:
+    """spark.sql.files.maxPartitionBytes as the session resolves it (units allowed)."""
+    try:
+        return int(spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
+    except Exception:  # noqa: BLE001 - a Spark without that accessor: Spark's default
+        return 128 << 20
 
 
 def _reachable_partitions(config: IngestConfig) -> int | None:
@@ -234,30 +309,41 @@ def run(
         lap("read")
 
         rejected = 0
-        if config.reject_path is not None:
-            mapped_all = map_records_with_rejects(source.df, config)
-            records = mapped_all.records
-            rejects = mapped_all.rejects
+        rejects = None
+        sorted_records = None
+        # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
+        arrow = _arrow_read_plan(spark, config, source, tasks)
+        if arrow is not None:
+            mode, reader = "direct", "arrow"
         else:
-            records, rejects = map_records(source.df, config), None
-
-        splits = source.df.rdd.getNumPartitions()
-        mode = choose_write_mode(config, tasks, splits)
-        # Only the columns the writer reads travel on (no empty headers arrays when none are
-        # mapped). The mapped rows are not cached: mapping ships only keys to Python, so
-        # mapping twice (range sampling, then the shuffle) is cheaper than a second cache.
-        columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
-        if mode == "direct":
-            # No shuffle: the counting and the write pass both run over the input splits (the
-            # source is read twice; the counting pass reads only what partitioning needs).
-            sorted_records = records.select(*columns)
-        else:
-            tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-            records = records.select(*columns, ORDER_COLUMN)
-            sorted_records = _range_sorted(records, tasks).persist()
+            reader = "spark"
+            if config.reject_path is not None:
+                mapped_all = map_records_with_rejects(source.df, config)
+                records = mapped_all.records
+                rejects = mapped_all.rejects
+            else:
+                records = map_records(source.df, config)
+            splits = source.df.rdd.getNumPartitions()
+            mode = choose_write_mode(config, tasks, splits)
+            # Only the columns the writer reads travel on (no empty headers arrays when none
+            # are mapped). The mapped rows are not cached: mapping ships only keys to Python,
+            # so mapping twice (range sampling, then the shuffle) is cheaper than a cache.
+            columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
+            if mode == "direct":
+                # No shuffle: the counting and the write pass both run over the input splits
+                # (the source is read twice; counting reads only what partitioning needs).
+                sorted_records = records.select(*columns)
+            else:
+                tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
+                records = records.select(*columns, ORDER_COLUMN)
+                sorted_records = _range_sorted(records, tasks).persist()
         try:
             try:
-                counts = _count(sorted_records)
+                if arrow is not None:
+                    counts = count_with_arrow(spark, arrow)
+                else:
+                    assert sorted_records is not None
+                    counts = _count(sorted_records)
                 lap("count")
                 state = scan_existing_state(root)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
@@ -279,7 +365,13 @@ def run(
                     leader_epoch=LEADER_EPOCH,
                     fail_after_batches=fail_after_batches,
                 )
-                manifests = _write(sorted_records, plan, settings, mode) if plan.ranges else []
+                if not plan.ranges:
+                    manifests = []
+                elif arrow is not None:
+                    manifests = write_with_arrow(spark, arrow, plan, settings)
+                else:
+                    assert sorted_records is not None
+                    manifests = _write(sorted_records, plan, settings, mode)
                 lap("write")
                 if rejects is not None:
                     rejected = _write_rejects(rejects, config.reject_path, run_id)
@@ -288,7 +380,8 @@ def run(
             except Exception as error:  # a Spark failure: surface our own error line if any
                 raise _spark_error(error) from None
         finally:
-            sorted_records.unpersist()
+            if sorted_records is not None:
+                sorted_records.unpersist()
 
         topic_ids = {
             t: topic_id_to_str(new_topic_id())
@@ -331,6 +424,7 @@ def run(
         timings_ms=timings,
         summary=summary,
         write_mode=mode,
+        task_reader=reader,
     )
 
 

@@ -24,7 +24,8 @@ Two stages:
    configured, partition in range, key present on compacted topics, timestamp present and >= 0
    (CreateTime), and the record alone in a batch within max.message.bytes (uncompressed topics,
    from octet lengths with Kafka's varint sizes; compressed sizes are the encoder's to check).
-   `_map_batch` is the same stage over an Arrow batch in numpy: the tests' reference.
+   `map_batch` is the same stage over an Arrow batch in numpy: the tests' reference, and what
+   the arrow task reader (`jobs.ingestion.arrow_reader`) runs.
 
 A row failing a check either fails the job with the reason and the offending record
 (`ERROR_PREFIX` in a Spark error, see `invalid_record_error`), or, with `output.reject_path`,
@@ -53,24 +54,29 @@ __all__ = [
     "ERROR_COLUMN",
     "ERROR_PREFIX",
     "ORDER_COLUMN",
+    "PARTITION_IN_COLUMN",
     "POSITION_COLUMN",
     "RECORD_COLUMNS",
     "MappedRecords",
+    "MappingRules",
     "invalid_record_error",
+    "map_batch",
     "map_records",
     "map_records_with_rejects",
+    "mapping_rules",
 ]
 
 RECORD_COLUMNS = ("topic", "partition", "key", "value", "headers", "timestamp")
 ORDER_COLUMN = "_kl_order"
 ERROR_COLUMN = "_kl_error"
 POSITION_COLUMN = "_kl_pos"
-_PARTITION_IN = "_kl_partition_in"
+PARTITION_IN_COLUMN = "_kl_partition_in"
 ERROR_PREFIX = "kafkalog: invalid record: "
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 # Kafka's v2 batch header (RECORD_BATCH_OVERHEAD), the smallest possible batch around a record.
 _BATCH_OVERHEAD = 61
+INT32_MAX = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +307,7 @@ def _prepare(df: DataFrame, config: IngestConfig) -> DataFrame:
         value.alias("value"),
         headers.alias("headers"),
         timestamp.alias("timestamp"),
-        partition_in.alias(_PARTITION_IN),
+        partition_in.alias(PARTITION_IN_COLUMN),
         order.alias(ORDER_COLUMN),
     )
 
@@ -321,7 +327,7 @@ class _TopicRules:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class MappingRules:
     """Everything the Arrow function needs; shipped to executors in its closure."""
 
     topics: dict[str, _TopicRules]
@@ -352,8 +358,8 @@ def _rules(spec) -> _TopicRules:
     )
 
 
-def _plan(config: IngestConfig) -> _Plan:
-    return _Plan(
+def mapping_rules(config: IngestConfig) -> MappingRules:
+    return MappingRules(
         topics={name: _rules(spec) for name, spec in config.topics.items()},
         defaults=None if config.topic_defaults is None else _rules(config.topic_defaults),
         by_key=config.mapping.partition.by_key,
@@ -524,7 +530,7 @@ class _TopicColumns:
     max_message_bytes: Column  # -1: compressed topic, not checked here
 
 
-def _topic_columns(plan: _Plan, topic: Column, constant: str | None) -> _TopicColumns:
+def _topic_columns(plan: MappingRules, topic: Column, constant: str | None) -> _TopicColumns:
     from pyspark.sql import functions as F
 
     if constant is not None:  # checked once, here on the driver
@@ -635,7 +641,7 @@ def _check_and_partition(prepared: DataFrame, config: IngestConfig) -> DataFrame
     """Stage 2: partition every row and check it, in Spark; Python sees only the hashed column."""
     from pyspark.sql import functions as F
 
-    plan = _plan(config)
+    plan = mapping_rules(config)
     m = config.mapping
     topic, key, value = F.col("topic"), F.col("key"), F.col("value")
     ts, pos = F.col("timestamp"), F.col(ORDER_COLUMN)["pos"]
@@ -646,7 +652,7 @@ def _check_and_partition(prepared: DataFrame, config: IngestConfig) -> DataFrame
         rules = [] if isinstance(constant, str) else [constant]
 
     # Partition: murmur2 of the key (Arrow UDF), the null-key rule, or the explicit column.
-    given = F.col(_PARTITION_IN)
+    given = F.col(PARTITION_IN_COLUMN)
     if plan.by_key:
         spread = None
         if plan.null_keys == "round_robin":
@@ -771,6 +777,21 @@ def _field_size(arr: pa.Array) -> np.ndarray:
     return np.where(nulls, 1, _varint_size(lengths) + lengths)
 
 
+def _largest_record_bound(batch: pa.RecordBatch) -> int:
+    """An upper bound of `_single_record_batch_size` over the batch, from the longest key and
+    value alone (without headers; with headers the exact sizes are computed): when even the
+    bound fits max.message.bytes, no record's size needs computing."""
+    if len(batch.column("headers").values):
+        return INT32_MAX
+    longest = 0
+    for name in ("key", "value"):
+        lengths = pc.binary_length(batch.column(name))
+        longest += int(pc.max(lengths).as_py() or 0)
+    # batch overhead + varint(body) <= 5 + body: attributes, deltas (3), two length varints
+    # (<= 5 each) and the headers count (1)
+    return _BATCH_OVERHEAD + 5 + 3 + 5 + 5 + 1 + longest
+
+
 def _single_record_batch_size(batch: pa.RecordBatch) -> np.ndarray:
     """Bytes of a v2 batch holding just this record (deltas 0): the smallest it can ever be.
 
@@ -822,13 +843,25 @@ def _describe_row(batch: pa.RecordBatch, i: int, partition: int) -> str:
     )
 
 
-def _map_batch(batch: pa.RecordBatch, plan: _Plan, cache: dict[str, Any]) -> pa.RecordBatch:
-    """Partition and check one batch; vectorized over rows, Python only per distinct topic."""
+def map_batch(
+    batch: pa.RecordBatch,
+    plan: MappingRules,
+    cache: dict[str, Any],
+    *,
+    partitions_only: bool = False,
+) -> pa.RecordBatch:
+    """Partition and check one batch; vectorized over rows, Python only per distinct topic.
+
+    `partitions_only` (a counting pass): just (topic, partition), -1 where the topic or the
+    partition is invalid, without the record checks (the write pass runs them).
+    """
     n = batch.num_rows
     reasons = np.full(n, None, dtype=object)
 
     def flag(mask: np.ndarray, reason: Any) -> None:
         """Record `reason` (text, or callable row -> text) for flagged rows not already bad."""
+        if not mask.any():  # the common case: skip the comparison over the object array
+            return
         for i in np.flatnonzero(mask & np.equal(reasons, None)):
             reasons[i] = reason(i) if callable(reason) else reason
 
@@ -880,7 +913,7 @@ def _map_batch(batch: pa.RecordBatch, plan: _Plan, cache: dict[str, Any]) -> pa.
                     chosen = values.filter(pa.array(spread))
                     partition[spread] = partition_for_keys(pc.fill_null(chosen, b""), count)
     else:
-        given = batch.column(_PARTITION_IN)
+        given = batch.column(PARTITION_IN_COLUMN)
         missing = given.is_null().to_numpy(zero_copy_only=False)
         partition = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         flag(missing, "partition is null")
@@ -892,6 +925,12 @@ def _map_batch(batch: pa.RecordBatch, plan: _Plan, cache: dict[str, Any]) -> pa.
                 f"partition {partition[i]} is out of range for topic "
                 f"{names[codes[i]]!r} with {nparts[i]} partitions"
             ),
+        )
+
+    if partitions_only:
+        partition[np.not_equal(reasons, None)] = -1
+        return pa.RecordBatch.from_arrays(
+            [topics, pa.array(partition.astype(np.int32), pa.int32())], names=["topic", "partition"]
         )
 
     # Keys on compacted topics.
@@ -910,7 +949,7 @@ def _map_batch(batch: pa.RecordBatch, plan: _Plan, cache: dict[str, Any]) -> pa.
 
     # Size: the record alone in a batch must fit max.message.bytes (uncompressed topics).
     checked = max_bytes >= 0
-    if checked.any():
+    if checked.any() and _largest_record_bound(batch) > int(max_bytes[checked].min()):
         size = _single_record_batch_size(batch)
         flag(
             checked & (size > max_bytes),

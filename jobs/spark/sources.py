@@ -38,6 +38,7 @@ __all__ = [
 
 FORMATS = ("delta", "parquet", "json", "csv", "table")
 DELTA_READERS = ("auto", "spark", "delta-rs")
+TASK_READERS = ("auto", "spark", "arrow")
 
 
 def _fail(setting: str, value: Any, why: str) -> ConfigError:
@@ -105,6 +106,9 @@ class SourceSpec:
     filter: str | None = None  # SQL predicate applied after reading
     interval: DataInterval | None = None  # data-interval filter (Airflow)
     delta_reader: str = "auto"  # auto | spark | delta-rs
+    # who reads the rows in the ingest's tasks: Spark, or pyarrow straight from the files
+    # (arrow: see jobs.ingestion.arrow_reader for what qualifies); auto = arrow when it can
+    task_reader: str = "auto"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], where: str = "source") -> SourceSpec:
@@ -125,6 +129,9 @@ class SourceSpec:
         reader = str(raw.get("delta_reader", "auto")).lower()
         if reader not in DELTA_READERS:
             raise _fail(f"{where}.delta_reader", reader, f"must be one of {list(DELTA_READERS)}")
+        task_reader = str(raw.get("task_reader", "auto")).lower()
+        if task_reader not in TASK_READERS:
+            raise _fail(f"{where}.task_reader", task_reader, f"must be one of {list(TASK_READERS)}")
         spec = cls(
             format=fmt,
             path=_opt_str(raw, "path", where),
@@ -137,6 +144,7 @@ class SourceSpec:
             filter=_opt_str(raw, "filter", where),
             interval=None if interval is None else DataInterval.from_dict(interval),
             delta_reader=reader,
+            task_reader=task_reader,
         )
         spec.validate(where)
         return spec

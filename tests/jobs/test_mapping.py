@@ -322,18 +322,18 @@ def test_mapping_errors_before_any_job(spark):
         map_records(df, _config({"value": "k", "timestamp": "ts"}, ordering=["m"]))
 
 
-# --- the Spark expressions agree with the Arrow reference (`_map_batch`), row by row ----------
+# --- the Spark expressions agree with the Arrow reference (`map_batch`), row by row ----------
 
 
 def _reference(df, cfg):
     """What the numpy/Arrow implementation of stage 2 says about the same prepared rows."""
-    from jobs.ingestion.mapping import _map_batch, _plan, _prepare
+    from jobs.ingestion.mapping import _prepare, map_batch, mapping_rules
 
     table = _prepare(df, cfg).toArrow()
-    plan, cache = _plan(cfg), {}
+    plan, cache = mapping_rules(cfg), {}
     out = []
     for batch in table.to_batches():
-        out.extend(_map_batch(batch, plan, cache).to_pylist())
+        out.extend(map_batch(batch, plan, cache).to_pylist())
     return {r[ORDER_COLUMN]["pos"]: r for r in out}
 
 
@@ -415,7 +415,8 @@ def test_constant_topics_and_record_sizes_match_the_reference(spark):
     rows = [(b"k" * (i % 3), b"v" * n, 1) for i, n in enumerate([0, 1, 50, 58, 59, 60, 63, 64])]
     rows += [(None, b"v" * n, 1) for n in (8100, 8191, 8192, 8300)]
     df = spark.createDataFrame(rows, "k binary, v binary, ts long")
-    for limit in (120, 124, 125, 126, 127, 8300, 8320):
+    for limit in (120, 124, 125, 126, 127, 8300, 8320, 8400, 100_000):  # (the last two: no row
+        # reaches the bound from the longest key and value, so no size is computed)
         topics = {"t": {"partitions": 3, "config": {"max.message.bytes": limit}}}
         cfg = _config({"key": "k", "value": "v", "timestamp": "ts"}, topics)
         assert _spark_side(df, cfg) == _reference(df, cfg), limit
@@ -455,3 +456,25 @@ def test_only_the_hashed_column_goes_to_python(spark):
     assert re.search(r"positive_murmur2\(key#\d+\)#\d+\]", line), line
     assert python_inputs({"key": "k", "partition": "p"}) == []
     assert python_inputs({"partition": {"null_keys": "round_robin"}}) == []
+
+
+def test_record_size_bound_is_never_below_a_record_size():
+    """The shortcut that skips per-row sizes must be a true upper bound (no headers)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from jobs.ingestion.mapping import _largest_record_bound, _single_record_batch_size
+
+    entry = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    rng = np.random.default_rng(11)
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        lengths = rng.choice([0, 1, 63, 64, 8191, 8192, 70000], size=(2, n))
+        keys = [None if rng.random() < 0.2 else b"k" * int(k) for k in lengths[0]]
+        values = [None if rng.random() < 0.2 else b"v" * int(v) for v in lengths[1]]
+        headers = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], entry))
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), headers],
+            names=["key", "value", "headers"],
+        )
+        assert _largest_record_bound(batch) >= int(_single_record_batch_size(batch).max())

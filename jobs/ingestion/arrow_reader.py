@@ -1,0 +1,513 @@
+"""The arrow task reader: Spark tasks read the source's Parquet files themselves, with pyarrow.
+
+Why: in the direct write mode most of a run is the JVM's side of the data path. Spark decodes
+Parquet into rows, evaluates the mapping, ships the keys to Python for murmur2 and back, and
+converts every row back into Arrow for `mapInArrow`. When the source is local Parquet files (a
+Parquet path, or a Delta table read through delta-rs) and the mapping only names columns, the
+tasks can read the very same files with pyarrow straight into Arrow: Spark schedules the tasks
+and collects their manifests, and nothing else. The per-row checks and the partitioning are
+`mapping.map_batch`, the numpy twin of the mapping's Spark SQL stage (the mapping tests hold
+both to the same results), with the same error messages.
+
+What qualifies (`plan_arrow_read` says why not, otherwise):
+- source: Parquet files on a local file system (on a cluster: a mount every executor sees at
+  the same path, as the output root must be), or a Delta table through delta-rs at a pinned
+  version, without filter, interval, since_version or reader options;
+- mapping: topic constant or a string column; key and value binary or string columns (format
+  bytes or string); timestamp a timestamp-with-time-zone (s, ms or us), date or integer column,
+  or none; partition by key or from an integer column; no headers; no reject path;
+- the columns have the same type in every file, and none is a Delta partition column.
+
+Source order is the files' path order (the order Delta's snapshot and `inputFiles` give after
+sorting), then row order within a file. A task holds consecutive files (or row groups of a large
+file) of about `spark.sql.files.maxPartitionBytes`, packed like Spark packs file splits.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from jobs.ingestion.config import FieldMapping, IngestConfig
+from jobs.ingestion.mapping import (
+    ERROR_COLUMN,
+    ERROR_PREFIX,
+    ORDER_COLUMN,
+    PARTITION_IN_COLUMN,
+    MappingRules,
+    map_batch,
+    mapping_rules,
+)
+from jobs.ingestion.planner import OffsetPlan
+from jobs.ingestion.writer import WriterSettings, write_task_direct
+from kafkalog_core.errors import InvalidRecordError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.ingestion.commit import TaskManifest
+
+__all__ = ["ArrowReadPlan", "FilePiece", "count_with_arrow", "plan_arrow_read", "write_with_arrow"]
+
+# Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes.
+BATCH_ROWS = 65536
+# The counting pass reads only the columns that place a record. Up to this many compressed
+# bytes of them it runs on the driver (threads over the tasks' files), which is faster than a
+# Spark job's per-task overhead; above it, as a Spark job.
+DRIVER_COUNT_MAX_BYTES = 256 << 20
+# Spark's spark.sql.files.openCostInBytes default: a file costs this much on top of its size
+# when files are packed into tasks (so many small files do not all land in one task).
+OPEN_COST_BYTES = 4 << 20
+_MS_PER_DAY = 86_400_000
+_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_ORDER_TYPE = pa.struct([("pos", pa.int64())])
+
+
+@dataclass(frozen=True)
+class FilePiece:
+    """A whole Parquet file, or some of its row groups (a large file is split)."""
+
+    path: str
+    row_groups: tuple[int, ...] | None = None  # None: every row group
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Which file column feeds each record field, and how (small and picklable)."""
+
+    topic_name: str | None  # constant topic
+    topic_column: str | None
+    key_column: str | None
+    value_column: str
+    timestamp_column: str | None
+    timestamp_kind: str  # none | timestamp | integer | date
+    timestamp_factor: tuple[int, int]  # ms = value * a // b
+    partition_column: str | None
+    key_may_be_null: bool = True  # False when every file's statistics say the key has no nulls
+
+    @property
+    def names(self) -> list[str]:
+        named = (
+            self.topic_column,
+            self.key_column,
+            self.value_column,
+            self.timestamp_column,
+            self.partition_column,
+        )
+        return list(dict.fromkeys(n for n in named if n is not None))
+
+    def partitioning_names(self, plan: MappingRules) -> list[str]:
+        """The columns the counting pass needs: topic and what places a record."""
+        named = [self.topic_column, self.partition_column]
+        if plan.by_key:
+            named.append(self.key_column)
+            if plan.null_keys == "value_hash" and self.key_may_be_null:
+                named.append(self.value_column)
+        return list(dict.fromkeys(n for n in named if n is not None))
+
+
+@dataclass(frozen=True)
+class ArrowReadPlan:
+    """Everything the tasks need: their files, the column plan and the mapping's rules."""
+
+    tasks: tuple[tuple[FilePiece, ...], ...]
+    columns: _Columns
+    rules: MappingRules
+    counting_bytes: int = 0  # compressed bytes of the columns the counting pass reads
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning (driver, no Spark)
+
+
+def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, str | None]:
+    """(column name, None) for a plain column mapping, (None, why not) otherwise."""
+    if fm is None:
+        return None, None
+    if fm.column is None:
+        return None, f"{setting} is an expression or a column list"
+    return fm.column, None
+
+
+def _local_path(uri: str) -> str | None:
+    if uri.startswith("file:"):
+        rest = uri[len("file:") :]
+        return "/" + rest.lstrip("/")
+    if "://" in uri or ":" in uri.split("/", 1)[0]:
+        return None
+    return uri
+
+
+@dataclass
+class _Footers:
+    """What the source files' footers say about the mapped columns."""
+
+    types: dict[str, pa.DataType]
+    may_be_null: dict[str, bool]  # False only when every row group's statistics say no null
+    compressed_bytes: dict[str, int]
+
+
+def _read_footers(paths: Sequence[str], names: Sequence[str]) -> tuple[_Footers | None, str]:
+    """Each named column's type (the same in every file, else why not), nulls and size."""
+    footers = _Footers({}, dict.fromkeys(names, False), dict.fromkeys(names, 0))
+    for path in paths:
+        meta = pq.read_metadata(path)
+        schema = meta.schema.to_arrow_schema()
+        leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+        for name in names:
+            index = schema.get_field_index(name)
+            if index < 0 or name not in leaves:
+                return None, f"column {name!r} is not a plain column of data file {path}"
+            dtype = schema.field(index).type
+            if footers.types.setdefault(name, dtype) != dtype:
+                first = footers.types[name]
+                return None, f"column {name!r} is {first} in one file and {dtype} in {path}"
+            for g in range(meta.num_row_groups):
+                chunk = meta.row_group(g).column(leaves[name])
+                footers.compressed_bytes[name] += chunk.total_compressed_size
+                stats = chunk.statistics
+                if stats is None or not stats.has_null_count or stats.null_count:
+                    footers.may_be_null[name] = True
+    return footers, ""
+
+
+def _is_bytes(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+    )
+
+
+def _timestamp_plan(fm: FieldMapping, dtype: pa.DataType) -> tuple[str, tuple[int, int]] | None:
+    """(kind, (a, b)) with ms = value * a // b, exactly as the mapping's Spark SQL converts."""
+    if pa.types.is_timestamp(dtype):
+        if dtype.tz is None or dtype.unit == "ns":  # Spark reads those as NTZ / not at all
+            return None
+        return "timestamp", {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000)}[dtype.unit]
+    if pa.types.is_date32(dtype):
+        return "date", (_MS_PER_DAY, 1)
+    if pa.types.is_signed_integer(dtype):
+        return "integer", {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000)}[fm.unit]
+    return None
+
+
+def plan_arrow_read(
+    config: IngestConfig,
+    files: Sequence[str],
+    *,
+    partition_columns: Sequence[str] = (),
+    max_split_bytes: int = 128 << 20,
+) -> tuple[ArrowReadPlan | None, str]:
+    """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
+    or (None, why not) when the run does not qualify (see the module docstring)."""
+    source, m = config.source, config.mapping
+    if source.format not in ("parquet", "delta"):
+        return None, f"source format {source.format}"
+    if source.filter or source.interval is not None or source.since_version is not None:
+        return None, "the source has a filter, an interval or since_version"
+    if source.options:
+        return None, "the source has reader options"
+    if config.reject_path is not None:
+        return None, "output.reject_path is set"
+    if config.ordering:
+        return None, "an ordering is configured"
+    if m.headers is not None:
+        return None, "headers are mapped"
+    if m.topic.expr is not None:
+        return None, "mapping.topic is an expression"
+    if m.partition.expr is not None:
+        return None, "mapping.partition is an expression"
+    key, why = _plain_column(m.key, "mapping.key")
+    value, why_value = _plain_column(m.value, "mapping.value")
+    timestamp, why_ts = _plain_column(m.timestamp, "mapping.timestamp")
+    for reason in (why, why_value, why_ts):
+        if reason:
+            return None, reason
+    for fm in (m.key, m.value):
+        if fm is not None and fm.format not in (None, "bytes", "string"):
+            return None, f"format {fm.format}"
+    paths = [_local_path(f) for f in files]
+    if any(p is None for p in paths):
+        return None, "the source files are not on a local file system"
+    local = sorted(str(p) for p in paths)
+    assert value is not None
+    names = [n for n in (m.topic.column, key, value, timestamp, m.partition.column) if n]
+    shadowed = sorted(set(names) & set(partition_columns))
+    if shadowed:
+        return None, f"the mapping reads Delta partition column(s) {shadowed}"
+    footers, why = _read_footers(local, names)
+    if footers is None:
+        return None, why
+    types = footers.types
+    if m.topic.column is not None and not (
+        pa.types.is_string(types[m.topic.column]) or pa.types.is_large_string(types[m.topic.column])
+    ):
+        return None, "the topic column is not a string column"
+    for name in (key, value):
+        if name is not None and not _is_bytes(types[name]):
+            return None, f"column {name!r} is {types[name]}, not binary or string"
+    kind, factor = "none", (1, 1)
+    if timestamp is not None:
+        assert m.timestamp is not None
+        planned = _timestamp_plan(m.timestamp, types[timestamp])
+        if planned is None:
+            return None, f"timestamp column {timestamp!r} is {types[timestamp]}"
+        kind, factor = planned
+    if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
+        return None, f"partition column {m.partition.column!r} is not a signed integer"
+    columns = _Columns(
+        topic_name=m.topic.name,
+        topic_column=m.topic.column,
+        key_column=key,
+        value_column=value,
+        timestamp_column=timestamp,
+        timestamp_kind=kind,
+        timestamp_factor=factor,
+        partition_column=m.partition.column,
+        key_may_be_null=key is None or footers.may_be_null[key],
+    )
+    rules = mapping_rules(config)
+    counted = columns.partitioning_names(rules)
+    counting_bytes = sum(footers.compressed_bytes.get(n, 0) for n in counted)
+    return ArrowReadPlan(pack_tasks(local, max_split_bytes), columns, rules, counting_bytes), ""
+
+
+def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePiece, ...], ...]:
+    """Consecutive pieces of about `max_split_bytes` per task, in path order.
+
+    A file over the limit is split at row-group boundaries; files are packed into a task until
+    the next would overflow it, each counting `OPEN_COST_BYTES` on top of its size (Spark's
+    file packing, without its reordering by size, so the task order is the source order).
+    """
+    pieces: list[tuple[FilePiece, int]] = []
+    for path in paths:
+        size = os.path.getsize(path)
+        if size <= max_split_bytes:
+            pieces.append((FilePiece(path), size))
+            continue
+        meta = pq.read_metadata(path)
+        groups: list[tuple[list[int], int]] = [([], 0)]
+        for g in range(meta.num_row_groups):
+            rg = meta.row_group(g)
+            g_size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+            if groups[-1][0] and groups[-1][1] + g_size > max_split_bytes:
+                groups.append(([], 0))
+            groups[-1][0].append(g)
+            groups[-1] = (groups[-1][0], groups[-1][1] + g_size)
+        if len(groups) == 1:  # one piece after all: the whole file
+            pieces.append((FilePiece(path), size))
+        else:
+            pieces.extend((FilePiece(path, tuple(g)), g_size) for g, g_size in groups)
+    tasks: list[tuple[FilePiece, ...]] = []
+    current: list[FilePiece] = []
+    current_size = 0
+    for piece, size in pieces:
+        if current and current_size + size > max_split_bytes:
+            tasks.append(tuple(current))
+            current, current_size = [], 0
+        current.append(piece)
+        current_size += size + OPEN_COST_BYTES
+    if current:
+        tasks.append(tuple(current))
+    return tuple(tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Task side (no Spark)
+
+
+def _batches(task: Sequence[FilePiece], names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    for piece in task:
+        parquet = pq.ParquetFile(piece.path)
+        groups = None if piece.row_groups is None else list(piece.row_groups)
+        yield from parquet.iter_batches(
+            batch_size=BATCH_ROWS, row_groups=groups, columns=list(names), use_threads=False
+        )
+
+
+def _as_bytes(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.large_binary())
+    return column
+
+
+def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:
+    a, b = columns.timestamp_factor
+    kind = columns.timestamp_kind
+    if kind == "timestamp":
+        column = column.cast(pa.int64())
+    elif kind == "date":
+        column = column.cast(pa.int32()).cast(pa.int64())
+    else:
+        column = column.cast(pa.int64())
+    values = column.fill_null(0).to_numpy(zero_copy_only=False)
+    ms = values * a if a != 1 else values
+    if b != 1:
+        ms = np.floor_divide(ms, b)
+    mask = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    return pa.array(ms, pa.int64(), mask=mask)
+
+
+def _mapping_input(
+    batch: pa.RecordBatch, columns: _Columns, task_index: int, first_row: int
+) -> pa.RecordBatch:
+    """A source batch as stage 2 of the mapping sees it (what `_prepare` gives in Spark)."""
+    n = batch.num_rows
+    if columns.topic_column is not None:
+        topic = batch.column(columns.topic_column)
+    else:
+        topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
+    key = (
+        pa.nulls(n, pa.binary())
+        if columns.key_column is None
+        else _as_bytes(batch.column(columns.key_column))
+    )
+    names = batch.schema.names
+    value = (
+        _as_bytes(batch.column(columns.value_column))
+        if columns.value_column in names
+        else pa.nulls(n, pa.binary())
+    )
+    if columns.timestamp_column is None:  # no timestamp mapped: -1 (LogAppendTime topics)
+        timestamp = pa.array(np.full(n, -1, dtype=np.int64))
+    elif columns.timestamp_column in names:
+        timestamp = _timestamps_ms(batch.column(columns.timestamp_column), columns)
+    else:  # the counting pass: timestamps do not place records
+        timestamp = pa.array(np.zeros(n, dtype=np.int64))
+    if columns.partition_column is None:
+        partition = pa.nulls(n, pa.int32())
+    else:
+        partition = _int32_partitions(batch.column(columns.partition_column))
+    headers = pa.ListArray.from_arrays(
+        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], _HEADERS_TYPE.value_type)
+    )
+    # Like monotonically_increasing_id: the task in the upper 31 bits, the row in the lower 33.
+    positions = (np.int64(task_index) << np.int64(33)) + np.arange(
+        first_row, first_row + n, dtype=np.int64
+    )
+    order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
+    return pa.RecordBatch.from_arrays(
+        [topic, key, value, headers, timestamp, partition, order],
+        names=["topic", "key", "value", "headers", "timestamp", PARTITION_IN_COLUMN, ORDER_COLUMN],
+    )
+
+
+def _int32_partitions(column: pa.Array) -> pa.Array:
+    """The partition column as int (Spark's ANSI cast fails on values outside int)."""
+    values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
+    if outside.size:
+        raise InvalidRecordError(
+            f"{ERROR_PREFIX}partition {int(values[outside[0]])} does not fit an int"
+        )
+    return column.cast(pa.int32())
+
+
+def _checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
+    """Raise the first row's error, as the mapping's Spark SQL `raise_error` would."""
+    errors = mapped.column(ERROR_COLUMN)
+    if errors.null_count < len(errors):
+        first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise InvalidRecordError(f"{ERROR_PREFIX}{errors[first].as_py()}")
+    return mapped
+
+
+def mapped_batches(
+    task: Sequence[FilePiece], task_index: int, columns: _Columns, rules: MappingRules
+) -> Iterator[pa.RecordBatch]:
+    """This task's records (topic, partition, key, value, timestamp), checked, in file order."""
+    cache: dict[str, Any] = {}
+    row = 0
+    for batch in _batches(task, columns.names):
+        mapped = _checked(map_batch(_mapping_input(batch, columns, task_index, row), rules, cache))
+        row += batch.num_rows
+        yield mapped.select(["topic", "partition", "key", "value", "timestamp"])
+
+
+def count_task_files(
+    task: Sequence[FilePiece], task_index: int, columns: _Columns, rules: MappingRules
+) -> list[tuple[int, str, int, int]]:
+    """The counting pass of one task: reads only the columns that place a record, and counts
+    the rows with a valid topic and partition (the write pass fails on any other row)."""
+    counts: dict[tuple[str, int], int] = {}
+    cache: dict[str, Any] = {}
+    row = 0
+    for batch in _batches(task, columns.partitioning_names(rules) or [columns.value_column]):
+        source = _mapping_input(batch, columns, task_index, row)
+        row += batch.num_rows
+        placed = map_batch(source, rules, cache, partitions_only=True)
+        topics = pc.dictionary_encode(placed.column("topic"))
+        codes = topics.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        partitions = placed.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = (codes >= 0) & (partitions >= 0)
+        keys, sizes = np.unique((codes[valid] << 32) | partitions[valid], return_counts=True)
+        dictionary = topics.dictionary.to_pylist()
+        for k, c in zip(keys.tolist(), sizes.tolist(), strict=True):
+            tp = (dictionary[k >> 32], k & 0xFFFFFFFF)
+            counts[tp] = counts.get(tp, 0) + c
+    return [(task_index, t, p, c) for (t, p), c in sorted(counts.items())]
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark jobs (the only Spark-facing part: schedule tasks, collect small results)
+
+
+def count_on_driver(read: ArrowReadPlan) -> list[tuple[int, str, int, int]]:
+    """The counting pass in this process, a thread per core (pyarrow and numpy release the GIL
+    for the heavy parts)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> list[tuple[int, str, int, int]]:
+        return count_task_files(read.tasks[i], i, read.columns, read.rules)
+
+    with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1)) as pool:
+        return [row for rows in pool.map(one, range(len(read.tasks))) for row in rows]
+
+
+def count_with_arrow(spark: SparkSession, read: ArrowReadPlan) -> list[tuple[int, str, int, int]]:
+    """Rows per (task, topic, partition): on the driver when the columns to read are small
+    (`DRIVER_COUNT_MAX_BYTES`), else one Spark task per planned task."""
+    if read.counting_bytes <= DRIVER_COUNT_MAX_BYTES:
+        return count_on_driver(read)
+
+    def count_fn(indices):
+        for i in indices:
+            yield from count_task_files(read.tasks[i], i, read.columns, read.rules)
+
+    sc = spark.sparkContext
+    n = len(read.tasks)
+    return sc.parallelize(range(n), n).mapPartitions(count_fn).collect()
+
+
+def write_with_arrow(
+    spark: SparkSession, read: ArrowReadPlan, plan: OffsetPlan, settings: WriterSettings
+) -> list[TaskManifest]:
+    """The write pass: every task maps its files and hands them to `write_task_direct`."""
+    from jobs.ingestion.commit import TaskManifest
+
+    lookup = plan.as_lookup()
+
+    def write_fn(indices):
+        from pyspark import TaskContext
+
+        attempt = str(TaskContext.get().taskAttemptId())
+        for i in indices:
+            batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
+            for manifest in write_task_direct(batches, i, attempt, lookup, settings):
+                yield manifest.to_json()
+
+    sc = spark.sparkContext
+    n = len(read.tasks)
+    rows = sc.parallelize(range(n), n).mapPartitions(write_fn).collect()
+    return [TaskManifest.from_json(r) for r in rows]

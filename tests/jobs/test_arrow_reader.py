@@ -1,0 +1,298 @@
+"""The arrow task reader: tasks read the source files with pyarrow. Same records as the Spark
+reader (each in its own source order), the same checks and errors, timestamps converted as the
+Spark mapping converts them, Delta through delta-rs, a killed task, and when it does not apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import write_deltalake
+
+from jobs.ingest import run
+from jobs.ingestion import arrow_reader
+from jobs.ingestion.arrow_reader import (
+    OPEN_COST_BYTES,
+    FilePiece,
+    count_on_driver,
+    count_with_arrow,
+    pack_tasks,
+    plan_arrow_read,
+)
+from jobs.ingestion.config import IngestConfig
+from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
+from tests.jobs.ingest_helpers import (
+    SOURCE_SCHEMA,
+    config_doc,
+    expected_records,
+    kp_partition,
+    read_root,
+    snapshot,
+    source_rows,
+    staging_leftovers,
+    write_parquet,
+)
+
+PARTITIONS = {"events": 3}
+TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
+N = 600
+
+
+def _doc(source, root: Path, reader: str = "auto", **kw) -> dict:
+    doc = config_doc(source, root, topics=kw.pop("topics", TOPICS), ordering="source", **kw)
+    del doc["mapping"]["headers"]
+    doc["source"]["task_reader"] = reader
+    return doc
+
+
+def _run(spark, doc: dict, run_id: str = "r1", **kw):
+    return run(spark, IngestConfig.from_dict(doc), run_id=run_id, out=lambda _: None, **kw)
+
+
+def _no_headers(records: list[tuple]) -> list[tuple]:
+    return [(t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in records]
+
+
+def _spark_order(spark, path: Path, rows: list[dict]) -> list[dict]:
+    by_id = {r["id"]: r for r in rows}
+    return [by_id[r["id"]] for r in spark.read.parquet(str(path)).select("id").collect()]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> dict:
+    rows = source_rows(N)
+    return {"rows": rows, "path": write_parquet(tmp_path_factory.mktemp("src"), rows, files=3)}
+
+
+@pytest.fixture
+def small_splits(spark):
+    """One task per file (the files are ~20 KB): several ranges per partition."""
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "2000")
+    yield
+    spark.conf.set(key, old)
+
+
+@pytest.mark.spark
+def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path, small_splits):
+    """Arrow: files in path order = the rows' own order; Spark: its split order. The same
+    records, partitions and checks either way; each reader's offsets follow its order."""
+    arrow = _run(spark, _doc(source["path"], tmp_path / "a" / "logs", "arrow"))
+    spark_doc = _doc(source["path"], tmp_path / "s" / "logs", "spark")
+    spark_doc["output"]["write_mode"] = "direct"  # (auto: range for Spark's many tiny splits)
+    plain = _run(spark, spark_doc)
+    assert (arrow.task_reader, arrow.write_mode) == ("arrow", "direct")
+    assert (plain.task_reader, plain.write_mode) == ("spark", "direct")
+    assert arrow.records == plain.records == N
+    expected = _no_headers(expected_records(source["rows"], PARTITIONS, in_order=True))
+    assert read_root(tmp_path / "a" / "logs") == expected
+    in_spark_order = _spark_order(spark, source["path"], source["rows"])
+    expected_spark = _no_headers(expected_records(in_spark_order, PARTITIONS, in_order=True))
+    assert read_root(tmp_path / "s" / "logs") == expected_spark
+    # three tasks (one per file): each partition's segments start where a file's rows begin
+    starts = {f"events-{p}": {0} for p in range(3)}
+    seen: dict[str, int] = {}
+    for i, r in enumerate(source["rows"]):
+        name = f"events-{kp_partition(r['user'].encode(), 3)}"
+        if i in (N // 3, 2 * N // 3):
+            for pdir, count in seen.items():
+                starts[pdir].add(count)
+        seen[name] = seen.get(name, 0) + 1
+    for pdir, bases in starts.items():
+        names = sorted(p.name for p in (tmp_path / "a" / "logs" / pdir).glob("*.log"))
+        assert {int(n[:20]) for n in names} == bases
+
+
+@pytest.mark.spark
+def test_auto_reader_picks_arrow_and_the_driver_count_equals_the_spark_count(
+    spark, source, tmp_path, small_splits, monkeypatch
+):
+    config = IngestConfig.from_dict(_doc(source["path"], tmp_path / "logs"))
+    files = sorted(str(p) for p in Path(source["path"]).glob("*.parquet"))
+    read, why = plan_arrow_read(config, files, max_split_bytes=2000)
+    assert read is not None, why
+    assert len(read.tasks) == 3 and read.columns.key_may_be_null is False
+    on_driver = count_on_driver(read)
+    monkeypatch.setattr(arrow_reader, "DRIVER_COUNT_MAX_BYTES", -1)
+    assert sorted(count_with_arrow(spark, read)) == sorted(on_driver)
+    assert sum(c for *_, c in on_driver) == N
+    assert _run(spark, _doc(source["path"], tmp_path / "logs")).task_reader == "arrow"
+
+
+TIMESTAMP_KINDS = {
+    "ts_s": (pa.timestamp("s", tz="UTC"), {}),
+    "ts_ms": (pa.timestamp("ms", tz="UTC"), {}),
+    "epoch_s": (pa.int64(), {"unit": "s"}),
+    "epoch_us": (pa.int64(), {"unit": "us"}),
+    "day": (pa.date32(), {}),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("column", sorted(TIMESTAMP_KINDS))
+def test_timestamps_convert_as_the_spark_mapping_does(spark, tmp_path, column):
+    rng = np.random.default_rng(5)
+    n = 50
+    base_us = 1_714_521_600_123_456
+    us = base_us + np.cumsum(rng.integers(0, 10**11, n))  # up to ~1 day apart
+    dtype, extra = TIMESTAMP_KINDS[column]
+    if column in ("ts_s", "ts_ms"):
+        values = pa.array(us, pa.timestamp("us", tz="UTC")).cast(dtype, safe=False)
+    elif column == "epoch_s":
+        values = pa.array(us // 10**6)
+    elif column == "epoch_us":
+        values = pa.array(us)
+    else:
+        values = pa.array(us // 86_400_000_000, pa.int32()).cast(pa.date32())
+    table = pa.table(
+        {"user": [f"u{i % 7}" for i in range(n)], "payload": [b"v%d" % i for i in range(n)]}
+    ).append_column(column, values)
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(table, src / "part-0.parquet")
+    roots = {}
+    for reader in ("arrow", "spark"):
+        roots[reader] = tmp_path / reader / "logs"
+        doc = _doc(src, roots[reader], reader, mapping={"timestamp": {"column": column, **extra}})
+        assert _run(spark, doc).task_reader == reader
+    got = read_root(roots["arrow"])
+    assert got == read_root(roots["spark"])
+    assert len(got) == n and len({r[6] for r in got}) > 1
+
+
+@pytest.mark.spark
+def test_delta_table_through_deltars_is_read_by_the_tasks(spark, tmp_path):
+    rows = source_rows(300)
+    table = str(tmp_path / "delta")
+    for part in range(2):
+        chunk = rows[part * 150 : (part + 1) * 150]
+        write_deltalake(table, pa.Table.from_pylist(chunk, schema=SOURCE_SCHEMA), mode="append")
+    doc = _doc({"format": "delta", "path": table, "delta_reader": "delta-rs"}, tmp_path / "logs")
+    result = _run(spark, doc)
+    assert (result.task_reader, result.source_version, result.records) == ("arrow", 1, 300)
+    files = sorted(p.name for p in Path(table).glob("*.parquet"))
+    first = pq.read_table(Path(table) / files[0]).column("id").to_pylist()
+    ordered = sorted(rows, key=lambda r: (r["id"] not in set(first), r["id"]))
+    assert read_root(tmp_path / "logs") == _no_headers(
+        expected_records(ordered, PARTITIONS, in_order=True)
+    )
+
+
+@pytest.mark.spark
+def test_a_bad_row_is_one_clear_error_and_nothing_is_published(spark, tmp_path):
+    rows = source_rows(200)
+    rows[120]["user"] = None
+    src = write_parquet(tmp_path / "src", rows, files=2)
+    topics = {"events": {"partitions": 3, "config": {"cleanup.policy": "compact"}}}
+    root = tmp_path / "logs"
+    with pytest.raises(InvalidRecordError) as info:
+        _run(spark, _doc(src, root, "arrow", topics=topics))
+    message = str(info.value)
+    assert message.startswith("null key on compacted topic 'events' (cleanup.policy=compact)")
+    assert "\n" not in message
+    assert [p for p in root.iterdir()] == []
+
+
+@pytest.mark.spark
+def test_killed_task_leaves_nothing_and_the_rerun_publishes(spark, source, tmp_path, small_splits):
+    root = tmp_path / "logs"
+    with pytest.raises(KafkaLogError, match="injected failure"):
+        _run(spark, _doc(source["path"], root, "arrow"), fail_after_batches=1)
+    assert snapshot(root) == {}
+    assert any(s.endswith(".log") for s in staging_leftovers(root))
+    assert _run(spark, _doc(source["path"], root, "arrow")).records == N
+    assert staging_leftovers(root) == []
+    assert read_root(root) == _no_headers(
+        expected_records(source["rows"], PARTITIONS, in_order=True)
+    )
+
+
+@pytest.mark.spark
+def test_task_reader_arrow_says_why_it_cannot(spark, source, tmp_path):
+    doc = _doc(source["path"], tmp_path / "logs", "arrow")
+    doc["ordering"] = ["event_time"]
+    with pytest.raises(ConfigError, match="task_reader=arrow cannot read this run: it writes in"):
+        _run(spark, doc)
+    doc = config_doc(source["path"], tmp_path / "logs", topics=TOPICS, ordering="source")
+    doc["source"]["task_reader"] = "arrow"
+    with pytest.raises(ConfigError, match="cannot read this run: headers are mapped"):
+        _run(spark, doc)
+
+
+# ---------------------------------------------------------------------------------------------
+# planning without Spark
+
+
+def _config(tmp_path: Path, **mapping) -> IngestConfig:
+    doc = _doc(tmp_path / "src", tmp_path / "logs")
+    doc["mapping"].update(mapping)
+    return IngestConfig.from_dict(doc)
+
+
+def _write(path: Path, columns: dict) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def test_plan_says_why_a_run_does_not_qualify(tmp_path):
+    good = _write(
+        tmp_path / "a.parquet",
+        {
+            "user": ["a", "b"],
+            "payload": [b"1", b"2"],
+            "event_time": pa.array([1, 2], pa.timestamp("us", tz="UTC")),
+        },
+    )
+    plan, why = plan_arrow_read(_config(tmp_path), [good])
+    assert plan is not None and why == ""
+    cases = {
+        "mapping.key is an expression": (_config(tmp_path, key={"expr": "upper(user)"}), [good]),
+        "format json": (_config(tmp_path, value={"column": "user", "format": "json"}), [good]),
+        "the source files are not on a local file system": (
+            _config(tmp_path),
+            ["s3://bucket/a.parquet"],
+        ),
+    }
+    ntz = _write(
+        tmp_path / "ntz" / "a.parquet",
+        {"user": ["a"], "payload": [b"1"], "event_time": pa.array([1], pa.timestamp("us"))},
+    )
+    cases["timestamp column 'event_time' is timestamp[us]"] = (_config(tmp_path), [ntz])
+    other = _write(
+        tmp_path / "b.parquet",
+        {"user": [1], "payload": [b"1"], "event_time": pa.array([1], pa.timestamp("us", "UTC"))},
+    )
+    cases["column 'user' is string in one file and int64"] = (_config(tmp_path), [good, other])
+    missing = _write(tmp_path / "c.parquet", {"user": ["a"], "payload": [b"1"]})
+    cases["column 'event_time' is not a plain column of data file"] = (
+        _config(tmp_path),
+        [missing],
+    )
+    for reason, (config, files) in cases.items():
+        plan, why = plan_arrow_read(config, files)
+        assert plan is None and why.startswith(reason), (reason, why)
+    plan, why = plan_arrow_read(_config(tmp_path), [good], partition_columns=("user",))
+    assert plan is None and "Delta partition column(s) ['user']" in why
+
+
+def test_pack_tasks_keeps_path_order_and_splits_big_files_at_row_groups(tmp_path):
+    small = [_write(tmp_path / f"s{i}.parquet", {"x": list(range(10))}) for i in range(3)]
+    big = tmp_path / "big.parquet"
+    rng = np.random.default_rng(1)
+    pq.write_table(
+        pa.table({"x": rng.integers(0, 2**62, 40_000)}), big, row_group_size=10_000
+    )  # 4 row groups of ~80 KB
+    size = big.stat().st_size
+    tasks = pack_tasks([small[0], str(big), small[1], small[2]], max_split_bytes=size // 2)
+    pieces = [p for task in tasks for p in task]
+    assert [p.path for p in pieces] == [small[0]] + [str(big)] * 2 + small[1:]
+    assert [p.row_groups for p in pieces[1:3]] == [(0, 1), (2, 3)]
+    # a task takes pieces until the next would overflow it (each costing OPEN_COST_BYTES more)
+    packed = pack_tasks(small, max_split_bytes=2 * OPEN_COST_BYTES)
+    assert packed == ((FilePiece(small[0]), FilePiece(small[1])), (FilePiece(small[2]),))
+    assert pack_tasks(small, max_split_bytes=1) == tuple((FilePiece(p),) for p in small)
