@@ -56,8 +56,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ArrowReadPlan", "FilePiece", "count_with_arrow", "plan_arrow_read", "write_with_arrow"]
 
-# Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes.
+# Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes (the
+# counting pass reads only the partitioning columns, so its batches can be much longer).
 BATCH_ROWS = 65536
+COUNT_BATCH_ROWS = 1 << 20
 # The counting pass reads only the columns that place a record. Up to this many compressed
 # bytes of them it runs on the driver (threads over the tasks' files), which is faster than a
 # Spark job's per-task overhead; above it, as a Spark job.
@@ -239,6 +241,8 @@ def plan_arrow_read(
     if any(p is None for p in paths):
         return None, "the source files are not on a local file system"
     local = sorted(str(p) for p in paths)
+    if not local:
+        return None, "the source has no data files"
     assert value is not None
     names = [n for n in (m.topic.column, key, value, timestamp, m.partition.column) if n]
     shadowed = sorted(set(names) & set(partition_columns))
@@ -325,12 +329,14 @@ def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePi
 # Task side (no Spark)
 
 
-def _batches(task: Sequence[FilePiece], names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+def _batches(
+    task: Sequence[FilePiece], names: Sequence[str], rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
     for piece in task:
         parquet = pq.ParquetFile(piece.path)
         groups = None if piece.row_groups is None else list(piece.row_groups)
         yield from parquet.iter_batches(
-            batch_size=BATCH_ROWS, row_groups=groups, columns=list(names), use_threads=False
+            batch_size=rows, row_groups=groups, columns=list(names), use_threads=False
         )
 
 
@@ -443,7 +449,8 @@ def count_task_files(
     counts: dict[tuple[str, int], int] = {}
     cache: dict[str, Any] = {}
     row = 0
-    for batch in _batches(task, columns.partitioning_names(rules) or [columns.value_column]):
+    names = columns.partitioning_names(rules) or [columns.value_column]
+    for batch in _batches(task, names, COUNT_BATCH_ROWS):
         source = _mapping_input(batch, columns, task_index, row)
         row += batch.num_rows
         placed = map_batch(source, rules, cache, partitions_only=True)

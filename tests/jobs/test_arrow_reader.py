@@ -183,6 +183,31 @@ def test_delta_table_through_deltars_is_read_by_the_tasks(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_partitioned_delta_table_qualifies_unless_the_mapping_reads_a_partition_column(
+    spark, tmp_path
+):
+    rows = source_rows(200)
+    for r in rows:
+        r["part"] = r["id"] % 2
+    table = str(tmp_path / "delta")
+    arrow_table = pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA)
+    write_deltalake(table, arrow_table, partition_by=["part"])
+    source = {"format": "delta", "path": table, "delta_reader": "delta-rs"}
+    result = _run(spark, _doc(source, tmp_path / "a" / "logs"))
+    assert (result.task_reader, result.records) == ("arrow", 200)
+    # files by path: part=0/... then part=1/...; rows in file order within each
+    ordered = sorted(rows, key=lambda r: (r["part"], r["id"]))
+    assert read_root(tmp_path / "a" / "logs") == _no_headers(
+        expected_records(ordered, PARTITIONS, in_order=True)
+    )
+    by_part = _doc(source, tmp_path / "b" / "logs", mapping={"partition": {"column": "part"}})
+    result = _run(spark, by_part)
+    assert result.task_reader == "spark" and result.records == 200
+    got = read_root(tmp_path / "b" / "logs")
+    assert sorted({r[1] for r in got}) == [0, 1]
+
+
+@pytest.mark.spark
 def test_a_bad_row_is_one_clear_error_and_nothing_is_published(spark, tmp_path):
     rows = source_rows(200)
     rows[120]["user"] = None
@@ -273,6 +298,7 @@ def test_plan_says_why_a_run_does_not_qualify(tmp_path):
         _config(tmp_path),
         [missing],
     )
+    cases["the source has no data files"] = (_config(tmp_path), [])
     for reason, (config, files) in cases.items():
         plan, why = plan_arrow_read(config, files)
         assert plan is None and why.startswith(reason), (reason, why)
