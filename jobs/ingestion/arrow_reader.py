@@ -374,12 +374,12 @@ def _mapping_input(
         topic = batch.column(columns.topic_column)
     else:
         topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
+    names = batch.schema.names  # the counting pass reads only the partitioning columns
     key = (
-        pa.nulls(n, pa.binary())
-        if columns.key_column is None
-        else _as_bytes(batch.column(columns.key_column))
+        _as_bytes(batch.column(columns.key_column))
+        if columns.key_column in names
+        else pa.nulls(n, pa.binary())
     )
-    names = batch.schema.names
     value = (
         _as_bytes(batch.column(columns.value_column))
         if columns.value_column in names

@@ -208,6 +208,50 @@ def test_partitioned_delta_table_qualifies_unless_the_mapping_reads_a_partition_
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize(
+    "partition",
+    [{"null_keys": "value_hash"}, {"column": "part"}],
+    ids=["null-keys-by-value-hash", "explicit-column"],
+)
+def test_partitioning_rules_place_records_as_the_spark_reader_does(spark, tmp_path, partition):
+    rows = source_rows(300)
+    for i, r in enumerate(rows):
+        r["part"] = i % 3
+        if i % 4 == 0:
+            r["user"] = None
+    src = write_parquet(tmp_path / "src", rows, files=1)  # one file: both readers' order
+    roots = {}
+    for reader in ("arrow", "spark"):
+        roots[reader] = tmp_path / reader / "logs"
+        result = _run(spark, _doc(src, roots[reader], reader, mapping={"partition": partition}))
+        assert (result.task_reader, result.records) == (reader, 300)
+    got = read_root(roots["arrow"])
+    assert got == read_root(roots["spark"])
+    assert len({r[1] for r in got}) == 3 and any(r[3] is None for r in got)
+
+
+@pytest.mark.spark
+def test_an_out_of_range_partition_is_the_spark_readers_error(spark, tmp_path):
+    rows = source_rows(50)
+    for i, r in enumerate(rows):
+        r["part"] = 7 if i == 30 else 1
+    src = write_parquet(tmp_path / "src", rows, files=1)
+    messages = {}
+    for reader in ("arrow", "spark"):
+        doc = _doc(src, tmp_path / reader / "logs", reader, mapping={"partition": "part"})
+        with pytest.raises(InvalidRecordError) as info:
+            _run(spark, doc)
+        messages[reader] = str(info.value)
+    want = "partition 7 is out of range for topic 'events' with 3 partitions; record: topic="
+    assert messages["arrow"].startswith(want) and messages["spark"].startswith(want)
+    # the same record, up to its source row id (each reader numbers rows its own way)
+    assert (
+        messages["arrow"].rsplit("source row id=", 1)[0]
+        == messages["spark"].rsplit("source row id=", 1)[0]
+    )
+
+
+@pytest.mark.spark
 def test_a_bad_row_is_one_clear_error_and_nothing_is_published(spark, tmp_path):
     rows = source_rows(200)
     rows[120]["user"] = None
