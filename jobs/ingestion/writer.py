@@ -145,9 +145,10 @@ class _RangeWriter:
             self.directory, config, base_offset=a.first_offset, leader_epoch=s.leader_epoch
         )
 
-    def add(self, table: pa.Table) -> None:
+    def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
+        """Queue rows; `payload_bytes` is their `_payload_bytes` when the caller knows it."""
         self.pending.append(table)
-        self.pending_bytes += _payload_bytes(table)
+        self.pending_bytes += _payload_bytes(table) if payload_bytes is None else payload_bytes
         while self.pending_bytes >= self.chunk_limit:
             self._encode(final=False)
 
@@ -241,6 +242,13 @@ def _row_payload_bytes(table: pa.Table) -> np.ndarray:
     return sizes
 
 
+def _cumulative_payload(batch: pa.RecordBatch) -> np.ndarray:
+    """[0, payload of row 0, of rows 0..1, ...]: a run's payload is a difference of two."""
+    out = np.zeros(batch.num_rows + 1, dtype=np.int64)
+    np.cumsum(_row_payload_bytes(pa.Table.from_batches([batch])), out=out[1:])
+    return out
+
+
 def _payload_bytes(table: pa.Table) -> int:
     return int(_row_payload_bytes(table).sum()) if table.num_rows else 0
 
@@ -285,6 +293,7 @@ def write_task(
     writer: _RangeWriter | None = None
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
+        payload = _cumulative_payload(batch)
         for topic, partition, start, stop in partition_runs(batch):
             current = writer and (writer.assignment.topic, writer.assignment.partition)
             if current != (topic, partition):
@@ -293,7 +302,8 @@ def write_task(
                 writer = _range_writer(
                     plan, (task_index, topic, partition), settings, staging, attempt_id
                 )
-            writer.add(pa.Table.from_batches([batch.select(columns).slice(start, stop - start)]))
+            rows = batch.select(columns).slice(start, stop - start)
+            writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
     if writer is not None:
         yield writer.finish()
@@ -379,6 +389,7 @@ def write_task_direct(
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
         grouped = group_by_partition(batch)
+        payload = _cumulative_payload(grouped)
         for topic, partition, start, stop in partition_runs(grouped):
             writer = writers.get((topic, partition))
             if writer is None:
@@ -386,7 +397,8 @@ def write_task_direct(
                     plan, (task_index, topic, partition), chunked, staging, attempt_id
                 )
                 writers[(topic, partition)] = writer
-            writer.add(pa.Table.from_batches([grouped.select(columns).slice(start, stop - start)]))
+            rows = grouped.select(columns).slice(start, stop - start)
+            writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
     for key in sorted(writers):
         yield writers[key].finish()
