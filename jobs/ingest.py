@@ -410,6 +410,7 @@ def run(
 
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
+    summary += f"\n  written in the {mode} write mode, rows read by {reader}"
     out(summary)
     if rejected:
         out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")

@@ -86,6 +86,7 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     spark_doc["output"]["write_mode"] = "direct"  # (auto: range for Spark's many tiny splits)
     plain = _run(spark, spark_doc)
     assert (arrow.task_reader, arrow.write_mode) == ("arrow", "direct")
+    assert arrow.summary.endswith("\n  written in the direct write mode, rows read by arrow")
     assert (plain.task_reader, plain.write_mode) == ("spark", "direct")
     assert arrow.records == plain.records == N
     expected = _no_headers(expected_records(source["rows"], PARTITIONS, in_order=True))
