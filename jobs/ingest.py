@@ -213,7 +213,33 @@ def _reachable_partitions(config: IngestConfig) -> int | None:
     return sum(spec.partitions for spec in config.topics.values())
 
 
-def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
+def _spark_rows(
+    spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
+) -> tuple[DataFrame, DataFrame | None, str]:
+    """(the rows the write tasks get, the rejected rows or None, the write mode), read by Spark.
+
+    Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
+    The mapped rows are not cached: mapping ships only keys to Python, so mapping twice (range
+    sampling, then the shuffle) is cheaper than a cache.
+    """
+    if config.reject_path is not None:
+        mapped = map_records_with_rejects(source.df, config)
+        records, rejects = mapped.records, mapped.rejects
+    else:
+        records, rejects = map_records(source.df, config), None
+    splits = source.df.rdd.getNumPartitions()
+    mode = choose_write_mode(config, tasks, splits)
+    columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
+    if mode == "direct":
+        # No shuffle: the counting and the write pass both run over the input splits (the
+        # source is read twice; the counting pass reads only what partitioning needs).
+        return records.select(*columns), rejects, mode
+    tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
+    sorted_rows = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks).persist()
+    return sorted_rows, rejects, mode
+
+
+def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
     """Rows per (task, topic, partition), counted by Spark itself: no rows travel to Python.
 
     `task` is the Spark partition id of the DataFrame given, which is the write pass's task index
@@ -222,7 +248,7 @@ def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
     from pyspark.sql import functions as F
 
     rows = (
-        sorted_records.select(F.spark_partition_id().alias("task"), "topic", "partition")
+        records.select(F.spark_partition_id().alias("task"), "topic", "partition")
         .groupBy("task", "topic", "partition")
         .count()
         .collect()
@@ -231,7 +257,7 @@ def _count(sorted_records: DataFrame) -> list[tuple[int, str, int, int]]:
 
 
 def _write(
-    sorted_records: DataFrame, plan: OffsetPlan, settings: WriterSettings, mode: str = "range"
+    records: DataFrame, plan: OffsetPlan, settings: WriterSettings, mode: str = "range"
 ) -> list[TaskManifest]:
     lookup = plan.as_lookup()
     task_fn = write_task_direct if mode == "direct" else write_task
@@ -246,8 +272,8 @@ def _write(
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
 
-    columns = [c for c in RECORD_COLUMNS if c in sorted_records.columns]
-    rows = sorted_records.select(*columns).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
+    columns = [c for c in RECORD_COLUMNS if c in records.columns]
+    rows = records.select(*columns).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
     return [TaskManifest.from_json(r["manifest"]) for r in rows]
 
 
@@ -309,41 +335,21 @@ def run(
         lap("read")
 
         rejected = 0
-        rejects = None
-        sorted_records = None
+        rejects = rows = None
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
         arrow = _arrow_read_plan(spark, config, source, tasks)
         if arrow is not None:
             mode, reader = "direct", "arrow"
         else:
             reader = "spark"
-            if config.reject_path is not None:
-                mapped_all = map_records_with_rejects(source.df, config)
-                records = mapped_all.records
-                rejects = mapped_all.rejects
-            else:
-                records = map_records(source.df, config)
-            splits = source.df.rdd.getNumPartitions()
-            mode = choose_write_mode(config, tasks, splits)
-            # Only the columns the writer reads travel on (no empty headers arrays when none
-            # are mapped). The mapped rows are not cached: mapping ships only keys to Python,
-            # so mapping twice (range sampling, then the shuffle) is cheaper than a cache.
-            columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
-            if mode == "direct":
-                # No shuffle: the counting and the write pass both run over the input splits
-                # (the source is read twice; counting reads only what partitioning needs).
-                sorted_records = records.select(*columns)
-            else:
-                tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-                records = records.select(*columns, ORDER_COLUMN)
-                sorted_records = _range_sorted(records, tasks).persist()
+            rows, rejects, mode = _spark_rows(spark, config, source, tasks)
         try:
             try:
                 if arrow is not None:
                     counts = count_with_arrow(spark, arrow)
                 else:
-                    assert sorted_records is not None
-                    counts = _count(sorted_records)
+                    assert rows is not None
+                    counts = _count(rows)
                 lap("count")
                 state = scan_existing_state(root)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
@@ -370,8 +376,8 @@ def run(
                 elif arrow is not None:
                     manifests = write_with_arrow(spark, arrow, plan, settings)
                 else:
-                    assert sorted_records is not None
-                    manifests = _write(sorted_records, plan, settings, mode)
+                    assert rows is not None
+                    manifests = _write(rows, plan, settings, mode)
                 lap("write")
                 if rejects is not None:
                     rejected = _write_rejects(rejects, config.reject_path, run_id)
@@ -380,8 +386,8 @@ def run(
             except Exception as error:  # a Spark failure: surface our own error line if any
                 raise _spark_error(error) from None
         finally:
-            if sorted_records is not None:
-                sorted_records.unpersist()
+            if rows is not None:
+                rows.unpersist()
 
         topic_ids = {
             t: topic_id_to_str(new_topic_id())

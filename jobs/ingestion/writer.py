@@ -334,8 +334,8 @@ def _maybe_fail(settings: WriterSettings, task_index: int, batches_seen: int) ->
         raise InjectedFailure(f"injected failure in task {task_index} after {batches_seen} batches")
 
 
-def _group_keys(batch: pa.RecordBatch) -> tuple[np.ndarray, list[str]]:
-    """A sortable int64 per row that orders by (topic name, partition), and the topic names.
+def _group_keys(batch: pa.RecordBatch) -> np.ndarray:
+    """A sortable int64 per row that orders by (topic name, partition).
 
     Topic ranks come from the sorted distinct names of this batch, so the order of the groups
     is the (topic, partition) order whatever dictionary Arrow built.
@@ -347,7 +347,7 @@ def _group_keys(batch: pa.RecordBatch) -> tuple[np.ndarray, list[str]]:
     ranks[order] = np.arange(len(names), dtype=np.int64)
     indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
-    return (ranks[indices] << 32) | partitions, names
+    return (ranks[indices] << 32) | partitions
 
 
 def group_by_partition(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -357,7 +357,7 @@ def group_by_partition(batch: pa.RecordBatch) -> pa.RecordBatch:
     """
     if batch.num_rows < 2:
         return batch
-    keys, _ = _group_keys(batch)
+    keys = _group_keys(batch)
     if bool(np.all(keys[1:] >= keys[:-1])):
         return batch
     return batch.take(pa.array(np.argsort(keys, kind="stable")))
@@ -381,9 +381,8 @@ def write_task_direct(
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
     planned = sum(1 for key in plan if key[0] == task_index)
-    chunk_bytes = max(
-        MIN_CHUNK_BYTES, min(settings.chunk_bytes, DIRECT_TASK_BUFFER_BYTES // max(planned, 1))
-    )
+    share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // max(planned, 1))
+    chunk_bytes = min(settings.chunk_bytes, share)
     chunked = dataclasses.replace(settings, chunk_bytes=chunk_bytes)
     writers: dict[tuple[str, int], _RangeWriter] = {}
     for count, batch in enumerate(batches, start=1):
