@@ -350,13 +350,9 @@ def _as_bytes(column: pa.Array) -> pa.Array:
 
 def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:
     a, b = columns.timestamp_factor
-    kind = columns.timestamp_kind
-    if kind == "timestamp":
-        column = column.cast(pa.int64())
-    elif kind == "date":
-        column = column.cast(pa.int32()).cast(pa.int64())
-    else:
-        column = column.cast(pa.int64())
+    if columns.timestamp_kind == "date":
+        column = column.cast(pa.int32())  # days since the epoch
+    column = column.cast(pa.int64())
     values = column.fill_null(0).to_numpy(zero_copy_only=False)
     ms = values * a if a != 1 else values
     if b != 1:
@@ -414,9 +410,7 @@ def _int32_partitions(column: pa.Array) -> pa.Array:
     values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
     if outside.size:
-        raise InvalidRecordError(
-            f"{ERROR_PREFIX}partition {int(values[outside[0]])} does not fit an int"
-        )
+        raise InvalidRecordError(f"partition {int(values[outside[0]])} does not fit an int")
     return column.cast(pa.int32())
 
 

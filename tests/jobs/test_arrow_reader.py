@@ -367,3 +367,20 @@ def test_pack_tasks_keeps_path_order_and_splits_big_files_at_row_groups(tmp_path
     packed = pack_tasks(small, max_split_bytes=2 * OPEN_COST_BYTES)
     assert packed == ((FilePiece(small[0]), FilePiece(small[1])), (FilePiece(small[2]),))
     assert pack_tasks(small, max_split_bytes=1) == tuple((FilePiece(p),) for p in small)
+
+
+@pytest.mark.spark
+def test_a_partition_beyond_int_is_one_clear_error(spark, tmp_path):
+    src = tmp_path / "src"
+    _write(
+        src / "a.parquet",
+        {
+            "user": ["a", "b"],
+            "payload": [b"1", b"2"],
+            "event_time": pa.array([1, 2], pa.timestamp("us", tz="UTC")),
+            "part": pa.array([1, 2**32], pa.int64()),
+        },
+    )
+    doc = _doc(src, tmp_path / "logs", "arrow", mapping={"partition": "part"})
+    with pytest.raises(InvalidRecordError, match=r"^partition 4294967296 does not fit an int$"):
+        _run(spark, doc)
