@@ -187,6 +187,7 @@ class _RangeWriter:
         if keep > 0:
             written = head(encoded, keep)
             self.log.append_batches(written)
+            self.log.start_writeback()  # the disk works while later chunks are encoded
             self.records += int(written.record_counts.sum())
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if not final:

@@ -752,6 +752,13 @@ class PartitionLog:
         return removed
 
     # ---- lifecycle -------------------------------------------------------------------------------
+    def start_writeback(self) -> None:
+        """Ask the OS to start writing the active segment's appended bytes to disk, without
+        waiting: for a writer that will fsync at the end (a staged log), the disk then works
+        while it encodes the next records. (A segment rolled since the last call is left to
+        the OS and the final fsync.)"""
+        self.active_segment.start_writeback()
+
     def flush(self, fsync: bool = True) -> None:
         """Write buffered bytes and index entries of every segment (fsync those written since
         their last fsync); advance the recovery point to the LEO."""

@@ -35,6 +35,7 @@ from kafkalog_core.errors import (
 from kafkalog_core.log.offset_index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex
 from kafkalog_core.log.time_index import TimeIndex
 from kafkalog_core.log.txn_index import AbortedTxn, TransactionIndex
+from kafkalog_core.log.writeback import start_writeback
 from kafkalog_core.record.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
@@ -891,6 +892,14 @@ class LogSegment:
     @property
     def needs_fsync(self) -> bool:
         return self._needs_fsync
+
+    def start_writeback(self) -> None:
+        """Hand buffered .log bytes to the OS and ask it to start writing them to disk now,
+        without waiting (see `writeback`), so that a later fsync has little left to do."""
+        if self._fh is not None and self._needs_fsync:
+            self._fh.flush()
+            self._dirty = False
+            start_writeback(self._fh.fileno())
 
     def release_handles(self) -> None:
         """Flush and close the .log handle; the segment reopens it on the next access."""
