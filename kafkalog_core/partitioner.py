@@ -113,6 +113,40 @@ def _as_binary_chunks(keys: KeysLike | object) -> list[pa.Array]:
     return out
 
 
+def _murmur2_fixed(block: np.ndarray) -> np.ndarray:
+    """murmur2 of n keys of one length L, given as an (n, L) uint8 matrix, as uint32.
+
+    Keys of one length (UUIDs, fixed-width ids) need no per-key gathers: block j of every key is
+    one column of the matrix read as little-endian words.
+    """
+    n, length = block.shape
+    nblocks = length >> 2
+    h = np.full(n, (SEED ^ length) & 0xFFFFFFFF, dtype=np.uint32)
+    if nblocks:
+        words = (
+            np.ascontiguousarray(block[:, : 4 * nblocks]).view("<u4").astype(np.uint32, copy=False)
+        )
+        for j in range(nblocks):
+            k = words[:, j] * _M_U32
+            k ^= k >> np.uint32(R)
+            k *= _M_U32
+            h *= _M_U32
+            h ^= k
+    tail = length & 3
+    start = 4 * nblocks
+    if tail >= 3:
+        h ^= block[:, start + 2].astype(np.uint32) << np.uint32(16)
+    if tail >= 2:
+        h ^= block[:, start + 1].astype(np.uint32) << np.uint32(8)
+    if tail >= 1:
+        h ^= block[:, start].astype(np.uint32)
+        h *= _M_U32
+    h ^= h >> np.uint32(13)
+    h *= _M_U32
+    h ^= h >> np.uint32(15)
+    return h
+
+
 def _murmur2_chunk(arr: pa.Array) -> np.ndarray:
     n = len(arr)
     result = np.zeros(n, dtype=np.uint32)
@@ -127,6 +161,10 @@ def _murmur2_chunk(arr: pa.Array) -> np.ndarray:
     )
     starts = offsets[:-1]
     lengths = offsets[1:] - starts
+    if not arr.null_count and int(lengths.min()) == int(lengths.max()):
+        first, size = int(offsets[0]), int(lengths[0])
+        block = data[first : first + n * size].reshape(n, size)
+        return _murmur2_fixed(block).view(np.int32)
     valid = np.ones(n, dtype=bool)
     if arr.null_count:
         valid = arr.is_valid().to_numpy(zero_copy_only=False)

@@ -212,3 +212,16 @@ def test_partition_distribution_matches_scalar_at_scale() -> None:
     got = partition_for_keys(pa.array(keys), 12)
     assert got.tolist() == [to_positive(murmur2(k)) % 12 for k in keys]
     assert got.dtype == np.int32
+
+
+def test_keys_of_one_length_take_the_matrix_path_and_agree_with_kafka_python() -> None:
+    """Every length 0..40 as a column of equal-length keys (whole and sliced)."""
+    rng = np.random.default_rng(11)
+    for length in range(41):
+        keys = [rng.integers(0, 256, size=length, dtype=np.uint8).tobytes() for _ in range(60)]
+        expected = [_oracle(k) for k in keys]
+        column = pa.array(keys, pa.binary())
+        assert murmur2_array(column).tolist() == expected, length
+        assert murmur2_array(column.slice(7, 30)).tolist() == expected[7:37], length
+        large = pa.array(keys, pa.large_binary())
+        assert murmur2_array(large).tolist() == expected, length
