@@ -69,7 +69,6 @@ DRIVER_COUNT_MAX_BYTES = 256 << 20
 OPEN_COST_BYTES = 4 << 20
 _MS_PER_DAY = 86_400_000
 _HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_ORDER_TYPE = pa.struct([("pos", pa.int64())])
 
 
 @dataclass(frozen=True)

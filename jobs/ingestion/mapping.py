@@ -46,6 +46,7 @@ from jobs.ingestion.config import FieldMapping, IngestConfig
 from kafkalog_core.errors import ConfigError, InvalidRecordError, InvalidTopicError
 from kafkalog_core.log.names import MAX_TOPIC_NAME_LENGTH, validate_topic_name
 from kafkalog_core.partitioner import murmur2_array, partition_for_keys
+from kafkalog_core.record.batch import INT32_MAX
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -76,7 +77,6 @@ HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 # Kafka's v2 batch header (RECORD_BATCH_OVERHEAD), the smallest possible batch around a record.
 _BATCH_OVERHEAD = 61
-INT32_MAX = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,6 +242,31 @@ def read_root(root: Path) -> list[tuple]:
     return sorted(out, key=lambda r: (r[0], r[1], r[2]))
 
 
+def spark_read_order(
+    spark, path: Path, rows: list[dict[str, Any]], partitions: int = 3
+) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
+    """The rows in Spark's read order (the source order of the Spark reader: splits in Spark's
+    order, which is not file-name order), and per `events-<p>` dir the offsets where a later
+    split's rows begin (key `user`, `partitions` partitions)."""
+    from pyspark.sql import functions as F
+
+    by_id = {r["id"]: r for r in rows}
+    read = spark.read.parquet(str(path)).select(F.spark_partition_id().alias("split"), "id")
+    ordered: list[dict[str, Any]] = []
+    starts: dict[str, set[int]] = {}
+    seen: dict[str, int] = {}
+    last_split: dict[str, int] = {}
+    for split, row_id in read.collect():
+        r = by_id[row_id]
+        ordered.append(r)
+        name = f"events-{kp_partition(r['user'].encode(), partitions)}"
+        if last_split.get(name, split) != split:
+            starts.setdefault(name, set()).add(seen[name])
+        last_split[name] = split
+        seen[name] = seen.get(name, 0) + 1
+    return ordered, starts
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """Relative path -> SHA-256 of every file under `root` (directories included as markers)."""
     out = {}

@@ -32,6 +32,7 @@ from tests.jobs.ingest_helpers import (
     read_root,
     snapshot,
     source_rows,
+    spark_read_order,
     staging_leftovers,
     write_parquet,
 )
@@ -54,11 +55,6 @@ def _run(spark, doc: dict, run_id: str = "r1", **kw):
 
 def _no_headers(records: list[tuple]) -> list[tuple]:
     return [(t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in records]
-
-
-def _spark_order(spark, path: Path, rows: list[dict]) -> list[dict]:
-    by_id = {r["id"]: r for r in rows}
-    return [by_id[r["id"]] for r in spark.read.parquet(str(path)).select("id").collect()]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +87,7 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     assert arrow.records == plain.records == N
     expected = _no_headers(expected_records(source["rows"], PARTITIONS, in_order=True))
     assert read_root(tmp_path / "a" / "logs") == expected
-    in_spark_order = _spark_order(spark, source["path"], source["rows"])
+    in_spark_order, _ = spark_read_order(spark, source["path"], source["rows"])
     expected_spark = _no_headers(expected_records(in_spark_order, PARTITIONS, in_order=True))
     assert read_root(tmp_path / "s" / "logs") == expected_spark
     # three tasks (one per file): each partition's segments start where a file's rows begin

@@ -14,10 +14,10 @@ from kafkalog_core.errors import ConfigError, KafkaLogError
 from tests.jobs.ingest_helpers import (
     config_doc,
     expected_records,
-    kp_partition,
     read_root,
     segment_files,
     snapshot,
+    spark_read_order,
     staging_leftovers,
     two_sources,
 )
@@ -44,25 +44,6 @@ def sources(tmp_path_factory) -> dict:
     return two_sources(tmp_path_factory.mktemp("direct"), N_A, N_B, files=FILES)
 
 
-def _read_order(spark, path: Path, rows: list[dict]) -> tuple[list[dict], dict[str, set[int]]]:
-    """The rows in Spark's read order (the source order: splits in Spark's order, which is not
-    file-name order), and per partition dir the offsets where a later split's rows begin."""
-    from pyspark.sql import functions as F
-
-    by_id = {r["id"]: r for r in rows}
-    read = spark.read.parquet(str(path)).select(F.spark_partition_id().alias("split"), "id")
-    ordered, starts, seen, last_split = [], {}, {}, {}
-    for split, row_id in read.collect():
-        r = by_id[row_id]
-        ordered.append(r)
-        name = f"events-{kp_partition(r['user'].encode(), 3)}"
-        if last_split.get(name, split) != split:
-            starts.setdefault(name, set()).add(seen[name])
-        last_split[name] = split
-        seen[name] = seen.get(name, 0) + 1
-    return ordered, starts
-
-
 @pytest.mark.spark
 def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources, tmp_path):
     roots = {}
@@ -71,7 +52,7 @@ def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources,
         result = _run(spark, sources["path_a"], roots[mode], f"r-{mode}", mode)
         assert result.status == "committed" and result.records == N_A
         assert result.write_mode == ("range" if mode == "range" else "direct")
-    ordered, starts = _read_order(spark, sources["path_a"], sources["a"])
+    ordered, starts = spark_read_order(spark, sources["path_a"], sources["a"])
     assert any(starts.values())  # several splits hold rows of one partition
     expected = expected_records(ordered, PARTITIONS, in_order=True)
     assert read_root(roots["direct"]) == expected
@@ -107,8 +88,8 @@ def test_direct_incremental_run_killed_then_rerun(spark, sources, tmp_path):
 
     result = _run(spark, sources["path_b"], root, "b1", "direct")
     assert result.status == "committed" and result.records == N_B
-    order_a, _ = _read_order(spark, sources["path_a"], sources["a"])
-    order_b, _ = _read_order(spark, sources["path_b"], sources["b"])
+    order_a, _ = spark_read_order(spark, sources["path_a"], sources["a"])
+    order_b, _ = spark_read_order(spark, sources["path_b"], sources["b"])
     first = expected_records(order_a, PARTITIONS, in_order=True)
     leo_a = {(t, p): o + 1 for t, p, o, *_ in first}
     both = first + expected_records(order_b, PARTITIONS, leo=leo_a, in_order=True)
