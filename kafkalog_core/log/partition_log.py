@@ -351,12 +351,23 @@ class PartitionLog:
         Batches target `max_batch_bytes` (default 1 MiB), capped by max.message.bytes and
         segment.bytes. `options` overrides everything (its epoch is still stamped over).
         """
-        from kafkalog_core.record.encoder import encode_records
+        from kafkalog_core.record.encoder import DEFAULT_CHUNK_BYTES, encode_records_chunked
 
+        self._check_open()
         now = _now(now_ms)
         opts = options if options is not None else self.batch_options(now, max_batch_bytes)
-        encoded = encode_records(table, base_offset=self._next_offset, options=opts)
-        info = self.append_batches(encoded, now_ms=now)
+        # Streaming pieces through one buffer is all-or-nothing only when every batch the
+        # encoder accepts also passes append_batches' size limits; otherwise one piece.
+        max_message = int(getattr(self.config, "max_message_bytes", 1048588))
+        limit = min(max_message, int(self.config.segment_bytes))
+        chunk = None if opts.max_message_bytes > limit else DEFAULT_CHUNK_BYTES
+        infos = [
+            self.append_batches(piece, now_ms=now)
+            for piece in encode_records_chunked(
+                table, base_offset=self._next_offset, options=opts, chunk_bytes=chunk
+            )
+        ]
+        info = _merge_append_infos(infos)
         if opts.log_append_time_ms is not None:
             info.log_append_time_ms = opts.log_append_time_ms
         return info
@@ -1029,6 +1040,25 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
                 control = _control_type(memoryview(seg.read_batch_bytes(header)), header)
             tracker.on_batch(header, control)
         tracker.map_end_offset = header.last_offset + 1
+
+
+def _merge_append_infos(infos: list[AppendInfo]) -> AppendInfo:
+    """One AppendInfo for consecutive appends (the earliest offset wins a max-timestamp tie)."""
+    if len(infos) == 1:
+        return infos[0]
+    appended = [i for i in infos if i.num_batches] or infos[:1]
+    first, last = appended[0], appended[-1]
+    top = max(appended, key=lambda i: i.max_timestamp)  # max() keeps the first of equals
+    return AppendInfo(
+        first_offset=first.first_offset,
+        last_offset=last.last_offset,
+        max_timestamp=top.max_timestamp,
+        offset_of_max_timestamp=top.offset_of_max_timestamp,
+        num_batches=sum(i.num_batches for i in infos),
+        num_records=sum(i.num_records for i in infos),
+        valid_bytes=sum(i.valid_bytes for i in infos),
+        rolled_segments=[base for i in infos for base in i.rolled_segments],
+    )
 
 
 def _gather_i32(buffer: Any, at: np.ndarray) -> np.ndarray:

@@ -425,14 +425,16 @@ class LogSegment:
         position = self._size
         index_offsets: list[int] = []
         index_positions: list[int] = []
-        time_index = self.time_index
+        time_stamps: list[int] = []
+        time_offsets: list[int] = []
         for last_offset, ts, size in zip(last_offsets, max_timestamps, size_list, strict=True):
             if ts > max_ts:
                 max_ts, max_off = ts, last_offset
             if since > interval:
                 index_offsets.append(last_offset)
                 index_positions.append(position)
-                time_index.maybe_append(max_ts, max_off)
+                time_stamps.append(max_ts)
+                time_offsets.append(max_off)
                 since = 0
             since += size
             position += size
@@ -440,6 +442,9 @@ class LogSegment:
             self.offset_index.append_many(
                 np.asarray(index_offsets, dtype=np.int64),
                 np.asarray(index_positions, dtype=np.int64),
+            )
+            self.time_index.maybe_append_many(
+                np.asarray(time_stamps, dtype=np.int64), np.asarray(time_offsets, dtype=np.int64)
             )
         self._bytes_since_last_index_entry = since
         self._max_ts_and_offset = (max_ts, max_off)

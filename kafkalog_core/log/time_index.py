@@ -109,6 +109,41 @@ class TimeIndex(AbstractIndex):
         self._put(timestamp, offset)
         return True
 
+    def maybe_append_many(self, timestamps: np.ndarray, offsets: np.ndarray) -> int:
+        """`maybe_append` of each (timestamp, offset) in order; returns how many were written.
+
+        One numpy pass when the entries are in order (timestamps and offsets never below the
+        index's last entry or an earlier entry) and fit below the full mark; anything else goes
+        through `maybe_append` one by one, for its exact error.
+        """
+        timestamps = np.asarray(timestamps, dtype=np.int64)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        k = timestamps.shape[0]
+        if k == 0:
+            return 0
+        last = self.last_entry
+        ts_floor = np.maximum.accumulate(np.concatenate(([last.timestamp], timestamps)))[:-1]
+        keep = timestamps > ts_floor
+        # the last entry before each candidate: the latest kept one, else the index's own
+        written_at = np.maximum.accumulate(np.where(keep, np.arange(k), -1))
+        before = np.concatenate(([-1], written_at[:-1]))
+        prior_offsets = np.where(before >= 0, offsets[np.maximum(before, 0)], last.offset)
+        checked = (before >= 0) | (self._n != 0)  # maybe_append checks only a non-empty index
+        backwards = (timestamps < ts_floor) | (offsets < prior_offsets)
+        ordered = not bool(np.any(checked & backwards))
+        kept = int(np.count_nonzero(keep))
+        written_before_last = kept - int(keep[-1])
+        if not ordered or self._n + written_before_last >= self._max_entries - 1:
+            return sum(
+                self.maybe_append(int(t), int(o))
+                for t, o in zip(timestamps.tolist(), offsets.tolist(), strict=True)
+            )
+        if kept:
+            self.relative_offset(int(offsets[keep][0]))
+            self.relative_offset(int(offsets[keep][-1]))
+            self._put_many(timestamps[keep], offsets[keep])
+        return kept
+
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, else (-1, baseOffset)."""
         slot = self._largest_lower_bound_slot(target_timestamp, KEY)

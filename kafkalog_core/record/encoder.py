@@ -28,7 +28,8 @@ without headers (headers are serialized with the same element-wise concatenation
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,13 @@ from kafkalog_core.record.batch import (
 )
 from kafkalog_core.record.varint import encode_varint, varint_bytes
 
+try:  # the per-record loops in C; without it (not built) the numpy/Arrow path below runs
+    from kafkalog_core.record import _native
+except ImportError:  # pragma: no cover - depends on the install
+    _native = None
+if os.environ.get("KAFKALOG_NATIVE", "") == "0":  # force the numpy path (tests, comparisons)
+    _native = None
+
 DEFAULT_MAX_BATCH_BYTES = 1048576  # the target size of one batch (like batch.size, but 1 MiB)
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # max.message.bytes default (1 MiB + 12)
 
@@ -68,6 +76,7 @@ __all__ = [
     "Record",
     "build_batch",
     "encode_records",
+    "encode_records_chunked",
     "record_timestamps",
     "split_context_rows",
 ]
@@ -1073,6 +1082,40 @@ def encode_records(
     Raises InvalidRecordError (bad timestamp, null header key, bad column) and
     RecordTooLargeError (a batch over `max_message_bytes`).
     """
+    (encoded,) = _encode(records, base_offset, options, context_timestamps, None)
+    return encoded
+
+
+DEFAULT_CHUNK_BYTES = 4 << 20  # encode_records_chunked: ~4 MiB of batches per chunk
+
+
+def encode_records_chunked(
+    records: Any,
+    *,
+    base_offset: int = 0,
+    options: BatchOptions = BatchOptions(),
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Iterator[EncodedBatches]:
+    """`encode_records` in pieces of whole batches of about `chunk_bytes`, for writing as you go.
+
+    The batches are exactly `encode_records`' (the split is decided for all records first, and
+    every check runs before the first piece is yielded). Uncompressed with the C loops, each
+    piece is written into one buffer that the next piece reuses: a log append then streams
+    through a cache-sized buffer instead of materializing the whole encode. Consume (write) a
+    piece before asking for the next; otherwise the whole encode comes as one piece.
+    """
+    return _encode(records, base_offset, options, None, chunk_bytes)
+
+
+def _encode(
+    records: Any,
+    base_offset: int,
+    options: BatchOptions,
+    context_timestamps: Any,
+    chunk_bytes: int | None,
+) -> Iterator[EncodedBatches]:
+    """The body of `encode_records`: one EncodedBatches, or reused-buffer pieces with
+    `chunk_bytes` (C loops, uncompressed)."""
     value_column = _column(records, "value")
     if value_column is None:
         raise InvalidRecordError("records have no 'value' column")
@@ -1100,11 +1143,12 @@ def encode_records(
         )
     headers, header_sizes = _headers_suffix(_column(records, "headers"), n, base_offset)
     if n == 0:
-        return EncodedBatches(
+        yield EncodedBatches(
             memoryview(b""),
             *(np.zeros(0, dtype=np.int64) for _ in range(6)),
             start_offset=base_offset,
         )
+        return
     if base_offset < 0 or base_offset + n - 1 > 2**63 - 1:
         raise InvalidRecordError(f"base_offset {base_offset} with {n} records is out of range")
 
@@ -1131,6 +1175,30 @@ def encode_records(
     )
     batch_count = starts.shape[0]
     counts = np.diff(np.append(starts, n))
+
+    native = _native
+    suffix_lengths = None if headers is None else header_sizes
+    if native is not None:
+        region_sizes = np.empty(batch_count, dtype=np.int64)
+        native.region_sizes(
+            region_sizes, starts, timestamps, key_lengths, value_lengths, suffix_lengths
+        )
+        base_timestamps = timestamps[starts]
+        yield from _encode_native(
+            native,
+            (keys, key_lengths),
+            (values, value_lengths),
+            (headers, suffix_lengths),
+            timestamps,
+            starts,
+            counts,
+            region_sizes,
+            _header_rows(options, base_offset, starts, counts, base_timestamps, timestamps),
+            base_offset,
+            options,
+            chunk_bytes,
+        )
+        return
 
     # exact per-record deltas and sizes within the chosen batches
     # (subtractions write into the repeated arrays: no extra temporaries)
@@ -1160,28 +1228,9 @@ def encode_records(
     suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
 
     compressed = options.compression is not Compression.NONE
-    header_rows = np.zeros(batch_count, dtype=HEADER_DTYPE)
-    header_rows["base_offset"] = base_offset + starts
-    header_rows["partition_leader_epoch"] = options.partition_leader_epoch
-    header_rows["magic"] = MAGIC_V2
-    header_rows["attributes"] = make_attributes(
-        options.compression, options.timestamp_type, options.is_transactional
+    header_rows, max_timestamps = _header_rows(
+        options, base_offset, starts, counts, base_timestamps, timestamps
     )
-    header_rows["last_offset_delta"] = counts - 1
-    header_rows["base_timestamp"] = base_timestamps
-    if options.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        max_timestamps = np.full(batch_count, options.log_append_time_ms, dtype=np.int64)
-    else:
-        max_timestamps = np.maximum(np.maximum.reduceat(timestamps, starts), NO_TIMESTAMP)
-    header_rows["max_timestamp"] = max_timestamps
-    header_rows["producer_id"] = options.producer_id
-    header_rows["producer_epoch"] = options.producer_epoch
-    if options.base_sequence == NO_SEQUENCE:
-        header_rows["base_sequence"] = NO_SEQUENCE
-    else:  # incrementSequence with wraparound past Int.MAX
-        before = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        header_rows["base_sequence"] = (options.base_sequence + before) % (INT32_MAX + 1)
-    header_rows["records_count"] = counts
 
     if not compressed:
         sizes = region_sizes + RECORD_BATCH_OVERHEAD
@@ -1201,9 +1250,8 @@ def encode_records(
         out = out[: int(sizes.sum())]
         if not out.flags.writeable:  # Arrow handed back shared memory: take a private copy
             out = out.copy()
-        return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
-
-    from kafkalog_core.record.compression import compress
+        yield _finish(out, sizes, starts, counts, max_timestamps, base_offset)
+        return
 
     prefix = _prefix_binary(prefix_fields, _varint_fields_words(prefix_fields, n), n)
     middle = _varint_fields_binary([(value_lengths, value_length_sizes)], n)
@@ -1217,7 +1265,67 @@ def encode_records(
         null_handling="replace",
         null_replacement=b"",
     )
-    data = memoryview(_data_bytes(joined))
+    yield _compress_regions(
+        memoryview(_data_bytes(joined)),
+        region_sizes,
+        header_rows,
+        starts,
+        counts,
+        max_timestamps,
+        base_offset,
+        options,
+    )
+
+
+def _header_rows(
+    options: BatchOptions,
+    base_offset: int,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    base_timestamps: np.ndarray,
+    timestamps: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every batch header but length and CRC, and the batches' maxTimestamps."""
+    header_rows = np.zeros(starts.shape[0], dtype=HEADER_DTYPE)
+    header_rows["base_offset"] = base_offset + starts
+    header_rows["partition_leader_epoch"] = options.partition_leader_epoch
+    header_rows["magic"] = MAGIC_V2
+    header_rows["attributes"] = make_attributes(
+        options.compression, options.timestamp_type, options.is_transactional
+    )
+    header_rows["last_offset_delta"] = counts - 1
+    header_rows["base_timestamp"] = base_timestamps
+    if options.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamps = np.full(starts.shape[0], options.log_append_time_ms, dtype=np.int64)
+    else:
+        max_timestamps = np.maximum(np.maximum.reduceat(timestamps, starts), NO_TIMESTAMP)
+    header_rows["max_timestamp"] = max_timestamps
+    header_rows["producer_id"] = options.producer_id
+    header_rows["producer_epoch"] = options.producer_epoch
+    if options.base_sequence == NO_SEQUENCE:
+        header_rows["base_sequence"] = NO_SEQUENCE
+    else:  # incrementSequence with wraparound past Int.MAX
+        before = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        header_rows["base_sequence"] = (options.base_sequence + before) % (INT32_MAX + 1)
+    header_rows["records_count"] = counts
+    return header_rows, max_timestamps
+
+
+def _compress_regions(
+    data: memoryview,
+    region_sizes: np.ndarray,
+    header_rows: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    max_timestamps: np.ndarray,
+    base_offset: int,
+    options: BatchOptions,
+) -> EncodedBatches:
+    """Compress each batch's records region (laid out back to back in `data`), one C call per
+    batch, and put the headers around the results."""
+    from kafkalog_core.record.compression import compress
+
+    batch_count = starts.shape[0]
     region_offsets = np.zeros(batch_count + 1, dtype=np.int64)
     np.cumsum(region_sizes, out=region_offsets[1:])
     codec, level = options.compression, options.compression_level
@@ -1238,6 +1346,114 @@ def encode_records(
     return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
 
 
+def _native_columns(column: pa.Array | None, n: int) -> tuple[np.ndarray, Any]:
+    """(offsets, data buffer) of a binary column for the C loops; zeros/None when it has none."""
+    if column is None or column.buffers()[1] is None:
+        return np.zeros(n + 1, dtype=np.int64), None
+    return _offsets(column), column.buffers()[2]
+
+
+def _encode_native(
+    native: Any,
+    keys: tuple[pa.Array, np.ndarray],
+    values: tuple[pa.Array, np.ndarray],
+    headers: tuple[pa.Array | None, np.ndarray | None],
+    timestamps: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    region_sizes: np.ndarray,
+    header_rows_and_max: tuple[np.ndarray, np.ndarray],
+    base_offset: int,
+    options: BatchOptions,
+    chunk_bytes: int | None,
+) -> Iterator[EncodedBatches]:
+    """The records written by `_native.write_batches` (headers and CRCs too when uncompressed);
+    with `chunk_bytes`, uncompressed batches come in pieces written into one reused buffer."""
+    n = timestamps.shape[0]
+    header_rows, max_timestamps = header_rows_and_max
+    columns = []
+    for column, lengths in (keys, values, headers):
+        if lengths is None:
+            columns += [None, None, None]
+        else:
+            columns += [lengths, *_native_columns(column, n)]
+    if options.compression is Compression.NONE:
+        sizes = region_sizes + RECORD_BATCH_OVERHEAD
+        _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
+        header_rows["length"] = sizes - LOG_OVERHEAD
+        if chunk_bytes is None:
+            out = np.empty(int(sizes.sum()), dtype=np.uint8)
+            native.write_batches(out, header_rows, starts, timestamps, *columns)
+            yield _finish(out, sizes, starts, counts, max_timestamps, base_offset, crcs=False)
+            return
+        yield from _native_pieces(
+            native, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
+            base_offset, chunk_bytes,
+        )  # fmt: skip
+        return
+    data = np.empty(int(region_sizes.sum()), dtype=np.uint8)
+    native.write_batches(data, None, starts, timestamps, *columns)
+    yield _compress_regions(
+        memoryview(data),
+        region_sizes,
+        header_rows,
+        starts,
+        counts,
+        max_timestamps,
+        base_offset,
+        options,
+    )
+
+
+def _native_pieces(
+    native: Any,
+    columns: list[Any],
+    header_rows: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    max_timestamps: np.ndarray,
+    timestamps: np.ndarray,
+    base_offset: int,
+    chunk_bytes: int,
+) -> Iterator[EncodedBatches]:
+    """Uncompressed batches in pieces of about `chunk_bytes` (at least one batch each), every
+    piece written over the previous one in a single buffer."""
+    n = timestamps.shape[0]
+    batch_count = starts.shape[0]
+    ends = np.cumsum(sizes)
+    firsts = [0]
+    while firsts[-1] < batch_count:
+        done = int(ends[firsts[-1] - 1]) if firsts[-1] else 0
+        stop = int(np.searchsorted(ends, done + chunk_bytes, side="right"))
+        firsts.append(max(stop, firsts[-1] + 1))
+    bounds = np.asarray(firsts, dtype=np.int64)
+    piece_bytes = np.diff(np.concatenate(([0], ends))[bounds])
+    buffer = np.empty(int(piece_bytes.max()), dtype=np.uint8)
+    row_starts = np.append(starts, n)
+    for b0, b1 in zip(firsts[:-1], firsts[1:], strict=True):
+        r0, r1 = int(row_starts[b0]), int(row_starts[b1])
+        rows = []
+        for k in range(0, len(columns), 3):
+            lengths, offsets, data = columns[k : k + 3]
+            if lengths is None:
+                rows += [None, None, None]
+            else:
+                rows += [lengths[r0:r1], offsets[r0 : r1 + 1], data]
+        piece_starts = starts[b0:b1] - r0
+        out = buffer[: int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))]
+        native.write_batches(out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *rows)
+        yield _finish(
+            out,
+            sizes[b0:b1],
+            piece_starts,
+            counts[b0:b1],
+            max_timestamps[b0:b1],
+            base_offset + r0,
+            crcs=False,
+        )
+
+
 def _finish(
     out: np.ndarray,
     sizes: np.ndarray,
@@ -1245,11 +1461,15 @@ def _finish(
     counts: np.ndarray,
     max_timestamps: np.ndarray,
     base_offset: int,
+    *,
+    crcs: bool = True,
 ) -> EncodedBatches:
-    """Batches laid out back to back in `out` (headers and records in place): fill in the CRCs."""
+    """Batches laid out back to back in `out` (headers and records in place); with `crcs`
+    fill in their CRCs (the C loops have already)."""
     positions = np.zeros(sizes.shape[0], dtype=np.int64)
     np.cumsum(sizes[:-1], out=positions[1:])
-    _fill_crcs(out, positions, sizes)
+    if crcs:
+        _fill_crcs(out, positions, sizes)
     return EncodedBatches(
         memoryview(out),
         positions,

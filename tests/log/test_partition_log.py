@@ -299,3 +299,42 @@ def test_size_and_segments_api(tmp_path: Path) -> None:
     assert log.size_in_bytes == sum(s.size for s in log.segments)
     assert log.segments[0].base_offset == 100 and log.log_start_offset == 100
     assert np.all(np.diff([s.base_offset for s in log.segments]) > 0)
+
+
+@pytest.mark.parametrize("chunk", [1, 3000, 1 << 30])
+def test_streamed_append_records_writes_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """append_records streams the encode in pieces through one buffer; the files (segments,
+    rolls, both indexes, checkpoints) are those of one append_batches of the whole encode."""
+    from kafkalog_core.record import encoder
+
+    monkeypatch.setattr(encoder, "DEFAULT_CHUNK_BYTES", chunk)
+    config = cfg(segment_bytes=20_000, index_interval_bytes=700)
+    rows = table(3000, value_size=32)
+    streamed = PartitionLog.create(tmp_path / "a-0", config, leader_epoch=2)
+    info = streamed.append_records(rows, now_ms=0, max_batch_bytes=900)
+    whole = PartitionLog.create(tmp_path / "b-0", config, leader_epoch=2)
+    expected = whole.append_batches(
+        encode_records(rows, options=whole.batch_options(0, 900)), now_ms=0
+    )
+    assert info == expected
+    assert len(streamed.segments) > 3
+    streamed.close()
+    whole.close()
+    a, b = sorted((tmp_path / "a-0").iterdir()), sorted((tmp_path / "b-0").iterdir())
+    assert [p.name for p in a] == [p.name for p in b]
+    for x, y in zip(a, b, strict=True):
+        assert x.read_bytes() == y.read_bytes(), x.name
+    first_log = tmp_path / "a-0" / "00000000000000000000.log"
+    assert kafka_python_offsets(first_log) == list(range(streamed.segments[1].base_offset))
+
+
+def test_append_records_too_large_for_segment_appends_nothing(tmp_path: Path) -> None:
+    """A record larger than segment.bytes (with max.message.bytes above it) fails the whole
+    call before any piece is written, as a single append would."""
+    log = PartitionLog.create(tmp_path / "t-0", cfg(segment_bytes=2000, max_message_bytes=50_000))
+    rows = pa.table({"value": [b"x" * 100] * 50 + [b"y" * 5000]})
+    with pytest.raises(RecordTooLargeError, match="segment.bytes"):
+        log.append_records(rows, now_ms=0, max_batch_bytes=500)
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0

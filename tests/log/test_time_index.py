@@ -145,3 +145,52 @@ def test_real_broker_time_indexes(fixtures_dir: Path) -> None:
         assert np.all(offsets >= base)
         assert idx.to_bytes() == path.read_bytes()
         idx.close()  # read-only fixture: must not write
+
+
+def _outcome(index: TimeIndex, call) -> tuple[object, list[TimestampOffset]]:
+    """What a call returned (or raised) and the entries it left."""
+    try:
+        result: object = call()
+    except (InvalidOffsetError, IndexFullError) as e:
+        result = type(e)
+    return result, [index.entry(i) for i in range(index.entries)]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_maybe_append_many_equals_one_by_one(tmp_path: Path, seed: int) -> None:
+    """The vectorized form keeps maybe_append's rules: ignored equal timestamps, errors for
+    backwards timestamps/offsets, the full mark - same result, same entries."""
+    rng = np.random.default_rng(seed)
+    slots = int(rng.integers(2, 12))
+    k = int(rng.integers(0, 15))
+    steps = rng.integers(-1 if seed % 4 == 0 else 0, 4, k)  # some backwards steps
+    timestamps = np.cumsum(steps) + (-1 if seed % 5 == 0 else 100)
+    offsets = 45 + np.cumsum(rng.integers(-1 if seed % 7 == 0 else 0, 3, k))
+    pre = int(rng.integers(0, 3))
+    one = TimeIndex(tmp_path / "a.timeindex", 45, slots * 12)
+    many = TimeIndex(tmp_path / "b.timeindex", 45, slots * 12)
+    for idx in (one, many):
+        for j in range(min(pre, slots - 2)):
+            idx.maybe_append(50 + j, 45 + j)
+
+    def one_by_one() -> int:
+        return sum(
+            one.maybe_append(int(t), int(o)) for t, o in zip(timestamps, offsets, strict=True)
+        )
+
+    assert _outcome(many, lambda: many.maybe_append_many(timestamps, offsets)) == _outcome(
+        one, one_by_one
+    )
+
+
+def test_maybe_append_many_vector_path(index: TimeIndex) -> None:
+    """In-order input takes the numpy path: equal timestamps skipped, nothing else lost."""
+    written = index.maybe_append_many(
+        np.array([10, 10, 20, 20, 30]), np.array([46, 47, 48, 49, 50])
+    )
+    assert written == 3
+    assert [index.entry(i) for i in range(3)] == [
+        TimestampOffset(10, 46),
+        TimestampOffset(20, 48),
+        TimestampOffset(30, 50),
+    ]
