@@ -181,17 +181,20 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t u) {
 /* argument plumbing                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-/* A binary column: per-row lengths (int64, -1 = null), Arrow offsets (int32 or int64, already
- * sliced to the column's rows: n + 1 entries) and the data buffer. */
+/* A binary column as Arrow holds it: offsets (int32 or int64, already sliced to the column's
+ * rows: n + 1 entries), the validity bitmap (or none) with the column's bit offset, and the
+ * data buffer. From Python: a tuple (offsets, validity or None, bit_offset, data or None);
+ * None for the headers column when no record has headers. */
 typedef struct {
-    Py_buffer lengths, offsets, data;
-    int have_offsets, have_data, wide;
+    Py_buffer offsets, validity, data;
+    int present, have_validity, have_data, wide;
+    Py_ssize_t bit_offset;
 } column_t;
 
 static int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable,
                      const char *name) {
     if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
-    if (items >= 0 && view->len != items * 8) {
+    if ((items >= 0 && view->len != items * 8) || (items < 0 && view->len % 8 != 0)) {
         PyErr_Format(PyExc_ValueError, "%s: expected %zd int64 values, got %zd bytes", name,
                      items, view->len);
         PyBuffer_Release(view);
@@ -201,24 +204,36 @@ static int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writa
 }
 
 static void release_column(column_t *c) {
-    PyBuffer_Release(&c->lengths);
-    if (c->have_offsets) PyBuffer_Release(&c->offsets);
+    if (!c->present) return;
+    PyBuffer_Release(&c->offsets);
+    if (c->have_validity) PyBuffer_Release(&c->validity);
     if (c->have_data) PyBuffer_Release(&c->data);
+    c->present = 0;
 }
 
-static int get_column(PyObject *lengths, PyObject *offsets, PyObject *data, Py_ssize_t n,
-                      column_t *c, const char *name) {
+static int get_column(PyObject *spec, Py_ssize_t n, column_t *c, const char *name) {
     memset(c, 0, sizeof(*c));
-    if (get_array(lengths, &c->lengths, n, 0, name) < 0) return -1;
-    if (offsets == Py_None) return 0;
-    if (PyObject_GetBuffer(offsets, &c->offsets, PyBUF_SIMPLE) < 0) goto fail;
-    c->have_offsets = 1;
+    if (spec == Py_None) return 0;
+    PyObject *offsets, *validity, *data;
+    Py_ssize_t bit_offset;
+    if (!PyArg_ParseTuple(spec, "OOnO", &offsets, &validity, &bit_offset, &data)) return -1;
+    if (PyObject_GetBuffer(offsets, &c->offsets, PyBUF_SIMPLE) < 0) return -1;
+    c->present = 1;
     if (c->offsets.len == (n + 1) * 8)
         c->wide = 1;
     else if (c->offsets.len != (n + 1) * 4) {
         PyErr_Format(PyExc_ValueError, "%s: offsets of %zd bytes do not fit %zd rows", name,
                      c->offsets.len, n);
         goto fail;
+    }
+    if (validity != Py_None) {
+        if (PyObject_GetBuffer(validity, &c->validity, PyBUF_SIMPLE) < 0) goto fail;
+        c->have_validity = 1;
+        c->bit_offset = bit_offset;
+        if (bit_offset < 0 || (bit_offset + n + 7) / 8 > c->validity.len) {
+            PyErr_Format(PyExc_ValueError, "%s: validity bitmap too short", name);
+            goto fail;
+        }
     }
     if (data != Py_None) {
         if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) goto fail;
@@ -230,14 +245,23 @@ fail:
     return -1;
 }
 
+static inline int64_t column_offset(const column_t *c, Py_ssize_t i) {
+    return c->wide ? ((const int64_t *)c->offsets.buf)[i]
+                   : (int64_t)((const int32_t *)c->offsets.buf)[i];
+}
+
+/* Row i's length in bytes, -1 for null (what Kafka writes as the length of a null). */
 static inline int64_t column_length(const column_t *c, Py_ssize_t i) {
-    return ((const int64_t *)c->lengths.buf)[i];
+    if (c->have_validity) {
+        Py_ssize_t bit = c->bit_offset + i;
+        if (!((((const uint8_t *)c->validity.buf)[bit >> 3] >> (bit & 7)) & 1)) return -1;
+    }
+    return column_offset(c, i + 1) - column_offset(c, i);
 }
 
 /* The bytes of row i (length `len` > 0), or NULL when they are not inside the data buffer. */
 static inline const uint8_t *column_bytes(const column_t *c, Py_ssize_t i, int64_t len) {
-    int64_t start = c->wide ? ((const int64_t *)c->offsets.buf)[i]
-                            : (int64_t)((const int32_t *)c->offsets.buf)[i];
+    int64_t start = column_offset(c, i);
     if (!c->have_data || start < 0 || start + len > (int64_t)c->data.len) return NULL;
     return (const uint8_t *)c->data.buf + start;
 }
@@ -249,90 +273,178 @@ static inline const uint8_t *column_bytes(const column_t *c, Py_ssize_t i, int64
 typedef struct {
     Py_ssize_t n, batches;
     const int64_t *starts, *timestamps;
-    column_t key, value, suffix; /* suffix.lengths empty (have 0) when records have no headers */
-    int has_suffix;
+    column_t key, value, suffix; /* suffix not present when no record has headers */
 } records_t;
 
-static inline int64_t record_body(const records_t *r, Py_ssize_t i, Py_ssize_t start) {
+/* A record's size without its length varint, up to its timestampDelta and offsetDelta. */
+static inline int64_t record_fixed(const records_t *r, Py_ssize_t i) {
     int64_t klen = column_length(&r->key, i), vlen = column_length(&r->value, i);
-    int64_t body = 1 /* attributes */ + varint_size(zigzag(r->timestamps[i] - r->timestamps[start])) +
-                   varint_size(zigzag((int64_t)(i - start))) + varint_size(zigzag(klen)) +
-                   varint_size(zigzag(vlen));
-    if (klen > 0) body += klen;
-    if (vlen > 0) body += vlen;
-    body += r->has_suffix ? column_length(&r->suffix, i) : 1;
-    return body;
+    int64_t fixed = 1 /* attributes */ + varint_size(zigzag(klen)) + varint_size(zigzag(vlen));
+    if (klen > 0) fixed += klen;
+    if (vlen > 0) fixed += vlen;
+    fixed += r->suffix.present ? column_length(&r->suffix, i) : 1;
+    return fixed;
+}
+
+static inline int64_t record_body(const records_t *r, Py_ssize_t i, Py_ssize_t start) {
+    return record_fixed(r, i) + varint_size(zigzag(r->timestamps[i] - r->timestamps[start])) +
+           varint_size(zigzag((int64_t)(i - start)));
+}
+
+/* Exact bytes of the records region of the batch [start, end). */
+static int64_t region_size(const records_t *r, Py_ssize_t start, Py_ssize_t end) {
+    int64_t total = 0;
+    for (Py_ssize_t i = start; i < end; i++) {
+        int64_t body = record_body(r, i, start);
+        total += body + varint_size(zigzag(body));
+    }
+    return total;
 }
 
 static Py_ssize_t batch_end(const records_t *r, Py_ssize_t b) {
     return b + 1 < r->batches ? (Py_ssize_t)r->starts[b + 1] : r->n;
 }
 
-static int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key_lengths,
-                         PyObject *key_offsets, PyObject *key_data, PyObject *value_lengths,
-                         PyObject *value_offsets, PyObject *value_data, PyObject *suffix_lengths,
-                         PyObject *suffix_offsets, PyObject *suffix_data, records_t *r,
-                         Py_buffer *starts_view, Py_buffer *ts_view) {
+static void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view) {
+    release_column(&r->suffix);
+    release_column(&r->value);
+    release_column(&r->key);
+    if (starts_view != NULL) PyBuffer_Release(starts_view);
+    PyBuffer_Release(ts_view);
+}
+
+/* Timestamps and the three columns; with `starts` also the batch starts (checked). */
+static int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
+                         PyObject *suffix, records_t *r, Py_buffer *starts_view,
+                         Py_buffer *ts_view) {
     memset(r, 0, sizeof(*r));
     if (get_array(timestamps, ts_view, -1, 0, "timestamps") < 0) return -1;
     r->n = ts_view->len / 8;
-    if (get_array(starts, starts_view, -1, 0, "starts") < 0) goto fail_ts;
-    r->batches = starts_view->len / 8;
-    r->starts = (const int64_t *)starts_view->buf;
     r->timestamps = (const int64_t *)ts_view->buf;
-    for (Py_ssize_t b = 0; b < r->batches; b++) {
-        Py_ssize_t end = b + 1 < r->batches ? (Py_ssize_t)r->starts[b + 1] : r->n;
-        if (r->starts[b] < 0 || (Py_ssize_t)r->starts[b] >= end || end > r->n ||
-            (b == 0 && r->starts[0] != 0)) {
-            PyErr_SetString(PyExc_ValueError, "starts must begin at 0 and increase below n");
-            goto fail_starts;
+    if (starts != NULL) {
+        if (get_array(starts, starts_view, -1, 0, "starts") < 0) {
+            PyBuffer_Release(ts_view);
+            return -1;
+        }
+        r->batches = starts_view->len / 8;
+        r->starts = (const int64_t *)starts_view->buf;
+        for (Py_ssize_t b = 0; b < r->batches; b++) {
+            Py_ssize_t end = batch_end(r, b);
+            if (r->starts[b] < 0 || (Py_ssize_t)r->starts[b] >= end || end > r->n ||
+                (b == 0 && r->starts[0] != 0)) {
+                PyErr_SetString(PyExc_ValueError, "starts must begin at 0 and increase below n");
+                release_records(r, starts_view, ts_view);
+                return -1;
+            }
         }
     }
-    if (get_column(key_lengths, key_offsets, key_data, r->n, &r->key, "key") < 0)
-        goto fail_starts;
-    if (get_column(value_lengths, value_offsets, value_data, r->n, &r->value, "value") < 0)
-        goto fail_key;
-    if (suffix_lengths != Py_None) {
-        if (get_column(suffix_lengths, suffix_offsets, suffix_data, r->n, &r->suffix,
-                       "headers") < 0)
-            goto fail_value;
-        r->has_suffix = 1;
+    if (get_column(key, r->n, &r->key, "key") < 0 ||
+        get_column(value, r->n, &r->value, "value") < 0 ||
+        get_column(suffix, r->n, &r->suffix, "headers") < 0) {
+        release_records(r, starts != NULL ? starts_view : NULL, ts_view);
+        return -1;
+    }
+    if (!r->key.present || !r->value.present) {
+        PyErr_SetString(PyExc_ValueError, "key and value columns are required");
+        release_records(r, starts != NULL ? starts_view : NULL, ts_view);
+        return -1;
     }
     return 0;
-fail_value:
-    release_column(&r->value);
-fail_key:
-    release_column(&r->key);
-fail_starts:
-    PyBuffer_Release(starts_view);
-fail_ts:
-    PyBuffer_Release(ts_view);
-    return -1;
 }
 
-static void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view) {
-    if (r->has_suffix) release_column(&r->suffix);
-    release_column(&r->value);
-    release_column(&r->key);
-    PyBuffer_Release(starts_view);
-    PyBuffer_Release(ts_view);
+PyDoc_STRVAR(
+    plan_batches_doc,
+    "plan_batches(starts_out, sizes_out, timestamps, context, key, value, headers,\n"
+    "             budget, most, offset_delta_size) -> int\n"
+    "\n"
+    "The encoder's batch split (encoder._split_batches) for non-decreasing timestamps, and the\n"
+    "exact records-region bytes of each batch, in one pass. Writes the batch starts and sizes\n"
+    "into starts_out/sizes_out (int64, room for one per record) and returns the batch count,\n"
+    "or -1 when context + timestamps decrease somewhere (the numpy split handles that).");
+
+static PyObject *plan_batches(PyObject *self, PyObject *args) {
+    PyObject *starts_out, *sizes_out, *timestamps, *context, *key, *value, *suffix;
+    long long budget, most, offset_delta_size;
+    if (!PyArg_ParseTuple(args, "OOOOOOOLLL", &starts_out, &sizes_out, &timestamps, &context,
+                          &key, &value, &suffix, &budget, &most, &offset_delta_size))
+        return NULL;
+    records_t r;
+    Py_buffer ts_view, ctx_view, starts_view, sizes_view;
+    if (parse_records(NULL, timestamps, key, value, suffix, &r, NULL, &ts_view) < 0) return NULL;
+    if (get_array(context, &ctx_view, -1, 0, "context") < 0) goto fail_records;
+    if (get_array(starts_out, &starts_view, r.n, 1, "starts_out") < 0) goto fail_ctx;
+    if (get_array(sizes_out, &sizes_view, r.n, 1, "sizes_out") < 0) goto fail_starts;
+    if (most < 1) {
+        PyErr_SetString(PyExc_ValueError, "most must be >= 1");
+        goto fail_sizes;
+    }
+    const int64_t *ctx = (const int64_t *)ctx_view.buf, *ts = r.timestamps;
+    Py_ssize_t c = ctx_view.len / 8, n = r.n;
+    int64_t *starts = (int64_t *)starts_view.buf, *sizes = (int64_t *)sizes_view.buf;
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 1; j < c + n && count >= 0; j++) {
+        int64_t before = j - 1 < c ? ctx[j - 1] : ts[j - 1 - c];
+        int64_t now = j < c ? ctx[j] : ts[j - c];
+        if (now < before) count = -1;
+    }
+    if (count == 0) {
+        /* Each record's size estimate: offsetDelta sized for `most - 1`, timestampDelta for
+         * the distance to the record `most - 1` back (or the first one there is) - it depends
+         * only on the record and those before it, so a split continued from a batch start of
+         * another encode agrees with it. Then a greedy split on the estimates. */
+        Py_ssize_t start = 0;
+        int64_t acc = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t lag = c + i - (Py_ssize_t)(most - 1);
+            if (lag < 0) lag = 0;
+            int64_t far = lag < c ? ctx[lag] : ts[lag - c];
+            int64_t est = record_fixed(&r, i) + offset_delta_size +
+                          varint_size(zigzag(ts[i] - far));
+            est += varint_size(zigzag(est));
+            if (i > start && acc + est > budget) {
+                starts[count] = start;
+                sizes[count++] = region_size(&r, start, i);
+                start = i;
+                acc = 0;
+            }
+            acc += est;
+        }
+        if (n > 0) {
+            starts[count] = start;
+            sizes[count++] = region_size(&r, start, n);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&sizes_view);
+    PyBuffer_Release(&starts_view);
+    PyBuffer_Release(&ctx_view);
+    release_records(&r, NULL, &ts_view);
+    return PyLong_FromSsize_t(count);
+fail_sizes:
+    PyBuffer_Release(&sizes_view);
+fail_starts:
+    PyBuffer_Release(&starts_view);
+fail_ctx:
+    PyBuffer_Release(&ctx_view);
+fail_records:
+    release_records(&r, NULL, &ts_view);
+    return NULL;
 }
 
 PyDoc_STRVAR(region_sizes_doc,
-             "region_sizes(out, starts, timestamps, key_lengths, value_lengths, suffix_lengths)\n"
+             "region_sizes(out, starts, timestamps, key, value, headers)\n"
              "\n"
              "Write into `out` (int64, one per batch) the bytes of each batch's records region.\n"
-             "suffix_lengths is None when no record has headers (one 0x00 byte each).");
+             "headers is None when no record has headers (one 0x00 byte each).");
 
 static PyObject *region_sizes(PyObject *self, PyObject *args) {
-    PyObject *out, *starts, *timestamps, *key_lengths, *value_lengths, *suffix_lengths;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &out, &starts, &timestamps, &key_lengths,
-                          &value_lengths, &suffix_lengths))
+    PyObject *out, *starts, *timestamps, *key, *value, *suffix;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &out, &starts, &timestamps, &key, &value, &suffix))
         return NULL;
     records_t r;
     Py_buffer starts_view, ts_view, out_view;
-    if (parse_records(starts, timestamps, key_lengths, Py_None, Py_None, value_lengths, Py_None,
-                      Py_None, suffix_lengths, Py_None, Py_None, &r, &starts_view, &ts_view) < 0)
+    if (parse_records(starts, timestamps, key, value, suffix, &r, &starts_view, &ts_view) < 0)
         return NULL;
     if (get_array(out, &out_view, r.batches, 1, "out") < 0) {
         release_records(&r, &starts_view, &ts_view);
@@ -340,15 +452,8 @@ static PyObject *region_sizes(PyObject *self, PyObject *args) {
     }
     int64_t *sizes = (int64_t *)out_view.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t b = 0; b < r.batches; b++) {
-        Py_ssize_t start = (Py_ssize_t)r.starts[b], end = batch_end(&r, b);
-        int64_t total = 0;
-        for (Py_ssize_t i = start; i < end; i++) {
-            int64_t body = record_body(&r, i, start);
-            total += body + varint_size(zigzag(body));
-        }
-        sizes[b] = total;
-    }
+    for (Py_ssize_t b = 0; b < r.batches; b++)
+        sizes[b] = region_size(&r, (Py_ssize_t)r.starts[b], batch_end(&r, b));
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out_view);
     release_records(&r, &starts_view, &ts_view);
@@ -386,7 +491,7 @@ static uint8_t *write_records(const records_t *r, Py_ssize_t b, uint8_t *p, int6
         if ((p = put_bytes(p, &r->key, i, klen)) == NULL) goto outside;
         p = put_varint(p, zigzag(vlen));
         if ((p = put_bytes(p, &r->value, i, vlen)) == NULL) goto outside;
-        if (r->has_suffix) {
+        if (r->suffix.present) {
             if ((p = put_bytes(p, &r->suffix, i, column_length(&r->suffix, i))) == NULL)
                 goto outside;
         } else {
@@ -401,34 +506,26 @@ outside:
 
 PyDoc_STRVAR(
     write_batches_doc,
-    "write_batches(out, headers, starts, timestamps, key_lengths, key_offsets, key_data,\n"
-    "              value_lengths, value_offsets, value_data,\n"
-    "              suffix_lengths, suffix_offsets, suffix_data) -> int\n"
+    "write_batches(out, headers, starts, timestamps, key, value, headers_column) -> int\n"
     "\n"
     "Write every batch into `out` (writable bytes): with `headers` (61 bytes per batch, length\n"
     "field filled), header then records, and the batch's CRC-32C; with headers None only the\n"
-    "records regions, back to back. Returns the bytes written. *_data may be None when every\n"
-    "row of that column is null or empty; the suffix_* are None when no record has headers.");
+    "records regions, back to back. Returns the bytes written. Columns as for plan_batches;\n"
+    "headers_column is None when no record has headers.");
 
 /* Batches whose CRC is still to be filled: three at a time go through the interleaved CRC
  * while they are in cache. */
 #define CRC_GROUP 3
 
 static PyObject *write_batches(PyObject *self, PyObject *args) {
-    PyObject *out, *headers, *starts, *timestamps, *kl, *ko, *kd, *vl, *vo, *vd, *sl, *so, *sd;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO", &out, &headers, &starts, &timestamps, &kl, &ko,
-                          &kd, &vl, &vo, &vd, &sl, &so, &sd))
+    PyObject *out, *headers, *starts, *timestamps, *key, *value, *suffix;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &out, &headers, &starts, &timestamps, &key, &value,
+                          &suffix))
         return NULL;
     records_t r;
     Py_buffer starts_view, ts_view, out_view, header_view;
-    if (parse_records(starts, timestamps, kl, ko, kd, vl, vo, vd, sl, so, sd, &r, &starts_view,
-                      &ts_view) < 0)
+    if (parse_records(starts, timestamps, key, value, suffix, &r, &starts_view, &ts_view) < 0)
         return NULL;
-    if (!r.key.have_offsets || !r.value.have_offsets || (r.has_suffix && !r.suffix.have_offsets)) {
-        PyErr_SetString(PyExc_ValueError, "write_batches needs the offsets of every column");
-        release_records(&r, &starts_view, &ts_view);
-        return NULL;
-    }
     if (PyObject_GetBuffer(out, &out_view, PyBUF_WRITABLE) < 0) {
         release_records(&r, &starts_view, &ts_view);
         return NULL;
@@ -517,6 +614,7 @@ static PyObject *set_hardware_crc(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"set_hardware_crc", set_hardware_crc, METH_O, set_hardware_crc_doc},
+    {"plan_batches", plan_batches, METH_VARARGS, plan_batches_doc},
     {"region_sizes", region_sizes, METH_VARARGS, region_sizes_doc},
     {"write_batches", write_batches, METH_VARARGS, write_batches_doc},
     {"crc32c", crc32c_py, METH_O, crc32c_doc},

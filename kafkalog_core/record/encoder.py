@@ -1152,53 +1152,44 @@ def _encode(
     if base_offset < 0 or base_offset + n - 1 > 2**63 - 1:
         raise InvalidRecordError(f"base_offset {base_offset} with {n} records is out of range")
 
+    context = _context_timestamps(context_timestamps, options)
+    native = _native
+    if native is not None:
+        columns = (
+            _native_column(keys),
+            _native_column(values),
+            None if headers is None else _native_column(headers),
+        )
+        starts, region_sizes = _native_plan(
+            native, columns, keys, values, header_sizes, timestamps, context, options
+        )
+        counts = np.diff(np.append(starts, n))
+        yield from _encode_native(
+            native,
+            columns,
+            timestamps,
+            starts,
+            counts,
+            region_sizes,
+            _header_rows(options, base_offset, starts, counts, timestamps[starts], timestamps),
+            base_offset,
+            options,
+            chunk_bytes,
+        )
+        return
+
     key_lengths = _lengths(keys)
     value_lengths = _lengths(values)
-    key_length_sizes = _length_sizes(key_lengths)
-    value_length_sizes = _length_sizes(value_lengths)
-    # sizes that are one value for all rows stay 1-element arrays and fold into a scalar
-    fixed = key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
-    fixed = fixed + (value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0))
-    scalar = 1  # attributes
-    for sizes in (key_length_sizes, value_length_sizes, header_sizes):
-        if sizes.shape[0] == 1:
-            scalar += int(sizes[0])
-        else:
-            fixed += sizes
-    fixed += scalar
-    context = _context_timestamps(context_timestamps, options)
+    fixed, key_length_sizes, value_length_sizes = _fixed_sizes(
+        keys, values, key_lengths, value_lengths, header_sizes
+    )
     starts, increasing = _split_batches(
         fixed,
         np.concatenate((context, timestamps)) if context.size else timestamps,
         options.max_batch_bytes,
         context.shape[0],
     )
-    batch_count = starts.shape[0]
     counts = np.diff(np.append(starts, n))
-
-    native = _native
-    suffix_lengths = None if headers is None else header_sizes
-    if native is not None:
-        region_sizes = np.empty(batch_count, dtype=np.int64)
-        native.region_sizes(
-            region_sizes, starts, timestamps, key_lengths, value_lengths, suffix_lengths
-        )
-        base_timestamps = timestamps[starts]
-        yield from _encode_native(
-            native,
-            (keys, key_lengths),
-            (values, value_lengths),
-            (headers, suffix_lengths),
-            timestamps,
-            starts,
-            counts,
-            region_sizes,
-            _header_rows(options, base_offset, starts, counts, base_timestamps, timestamps),
-            base_offset,
-            options,
-            chunk_bytes,
-        )
-        return
 
     # exact per-record deltas and sizes within the chosen batches
     # (subtractions write into the repeated arrays: no extra temporaries)
@@ -1346,18 +1337,83 @@ def _compress_regions(
     return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
 
 
-def _native_columns(column: pa.Array | None, n: int) -> tuple[np.ndarray, Any]:
-    """(offsets, data buffer) of a binary column for the C loops; zeros/None when it has none."""
-    if column is None or column.buffers()[1] is None:
-        return np.zeros(n + 1, dtype=np.int64), None
-    return _offsets(column), column.buffers()[2]
+def _fixed_sizes(
+    keys: pa.Array,
+    values: pa.Array,
+    key_lengths: np.ndarray,
+    value_lengths: np.ndarray,
+    header_sizes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each record's bytes without its length, timestampDelta and offsetDelta varints (what the
+    split estimates from), and the varint sizes of the key and value lengths."""
+    key_length_sizes = _length_sizes(key_lengths)
+    value_length_sizes = _length_sizes(value_lengths)
+    # sizes that are one value for all rows stay 1-element arrays and fold into a scalar
+    fixed = key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
+    fixed = fixed + (value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0))
+    scalar = 1  # attributes
+    for sizes in (key_length_sizes, value_length_sizes, header_sizes):
+        if sizes.shape[0] == 1:
+            scalar += int(sizes[0])
+        else:
+            fixed += sizes
+    fixed += scalar
+    return fixed, key_length_sizes, value_length_sizes
+
+
+NativeColumn = tuple[np.ndarray, Any, int, Any]
+
+
+def _native_column(column: pa.Array) -> NativeColumn:
+    """A binary column as the C loops read it: (offsets of its rows, validity bitmap or None,
+    the bitmap's bit offset, data buffer or None)."""
+    n = len(column)
+    buffers = column.buffers()
+    validity = buffers[0] if column.null_count else None
+    if buffers[1] is None:
+        return np.zeros(n + 1, dtype=np.int64), validity, column.offset, None
+    return _offsets(column), validity, column.offset, buffers[2]
+
+
+def _native_plan(
+    native: Any,
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
+    keys: pa.Array,
+    values: pa.Array,
+    header_sizes: np.ndarray,
+    timestamps: np.ndarray,
+    context: np.ndarray,
+    options: BatchOptions,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Batch starts and exact records-region sizes: one C pass for non-decreasing timestamps;
+    otherwise the numpy split (`_split_batches`) and the sizes in C."""
+    n = timestamps.shape[0]
+    most = _most_per_batch(options.max_batch_bytes)
+    starts = np.empty(n, dtype=np.int64)
+    region_sizes = np.empty(n, dtype=np.int64)
+    count = native.plan_batches(
+        starts,
+        region_sizes,
+        timestamps,
+        context,
+        *columns,
+        options.max_batch_bytes - RECORD_BATCH_OVERHEAD,
+        most,
+        int(varint_size_array(np.array([most - 1]))[0]),
+    )
+    if count >= 0:
+        return starts[:count], region_sizes[:count]
+    fixed, _, _ = _fixed_sizes(keys, values, _lengths(keys), _lengths(values), header_sizes)
+    all_timestamps = np.concatenate((context, timestamps)) if context.size else timestamps
+    starts, _ = _split_batches(fixed, all_timestamps, options.max_batch_bytes, context.shape[0])
+    region_sizes = np.empty(starts.shape[0], dtype=np.int64)
+    native.region_sizes(region_sizes, starts, timestamps, *columns)
+    return starts, region_sizes
 
 
 def _encode_native(
     native: Any,
-    keys: tuple[pa.Array, np.ndarray],
-    values: tuple[pa.Array, np.ndarray],
-    headers: tuple[pa.Array | None, np.ndarray | None],
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
     timestamps: np.ndarray,
     starts: np.ndarray,
     counts: np.ndarray,
@@ -1369,14 +1425,7 @@ def _encode_native(
 ) -> Iterator[EncodedBatches]:
     """The records written by `_native.write_batches` (headers and CRCs too when uncompressed);
     with `chunk_bytes`, uncompressed batches come in pieces written into one reused buffer."""
-    n = timestamps.shape[0]
     header_rows, max_timestamps = header_rows_and_max
-    columns = []
-    for column, lengths in (keys, values, headers):
-        if lengths is None:
-            columns += [None, None, None]
-        else:
-            columns += [lengths, *_native_columns(column, n)]
     if options.compression is Compression.NONE:
         sizes = region_sizes + RECORD_BATCH_OVERHEAD
         _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
@@ -1407,7 +1456,7 @@ def _encode_native(
 
 def _native_pieces(
     native: Any,
-    columns: list[Any],
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
     header_rows: np.ndarray,
     starts: np.ndarray,
     counts: np.ndarray,
@@ -1433,13 +1482,7 @@ def _native_pieces(
     row_starts = np.append(starts, n)
     for b0, b1 in zip(firsts[:-1], firsts[1:], strict=True):
         r0, r1 = int(row_starts[b0]), int(row_starts[b1])
-        rows = []
-        for k in range(0, len(columns), 3):
-            lengths, offsets, data = columns[k : k + 3]
-            if lengths is None:
-                rows += [None, None, None]
-            else:
-                rows += [lengths[r0:r1], offsets[r0 : r1 + 1], data]
+        rows = [None if c is None else (c[0][r0 : r1 + 1], c[1], c[2] + r0, c[3]) for c in columns]
         piece_starts = starts[b0:b1] - r0
         out = buffer[: int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))]
         native.write_batches(out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *rows)

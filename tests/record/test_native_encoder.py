@@ -153,18 +153,26 @@ def test_native_equals_numpy_compressed_and_log_append_time(monkeypatch, table, 
 
 
 @needs_native
-def test_native_with_context_timestamps(monkeypatch):
+@pytest.mark.parametrize("increasing", [True, False])
+@pytest.mark.parametrize("context_rows", [0, 5, 134, 300])  # most - 1 = 134 for 1000 bytes
+def test_native_with_context_timestamps(monkeypatch, increasing, context_rows):
+    """The split estimate looks `most - 1` records back, into the context when the input is
+    young: the C split (non-decreasing timestamps) and the numpy one (any) must agree."""
     rng = np.random.default_rng(3)
     n = 500
+    if increasing:
+        all_ts = np.cumsum(rng.integers(0, 2000, context_rows + n))
+    else:
+        all_ts = rng.integers(0, 10**9, context_rows + n)
     table = pa.table(
         {
             "key": pa.array([rng.bytes(8) for _ in range(n)]),
             "value": pa.array([rng.bytes(int(rng.integers(0, 90))) for _ in range(n)]),
-            "timestamp": pa.array(rng.integers(0, 10**9, n)),
+            "timestamp": pa.array(all_ts[context_rows:]),
         }
     )
     opts = BatchOptions(max_batch_bytes=1000)
-    context = rng.integers(0, 10**9, 300)
+    context = all_ts[:context_rows]
     ours, reference = _encode_both(
         monkeypatch, table, base_offset=9, options=opts, context_timestamps=context
     )
@@ -248,26 +256,37 @@ def test_write_batches_refuses_a_short_buffer_instead_of_overrunning_it():
     n = 10
     starts = np.zeros(1, np.int64)
     timestamps = np.zeros(n, np.int64)
-    lengths = np.full(n, 4, np.int64)
     offsets = np.arange(n + 1, dtype=np.int64) * 4
-    data = b"x" * (4 * n)
-    out = np.zeros(50, np.uint8)
+    column = (offsets, None, 0, b"x" * (4 * n))
     header = np.zeros(61, np.uint8)
     with pytest.raises(ValueError, match="too small"):
         native.write_batches(
-            out, header, starts, timestamps, lengths, offsets, data, lengths, offsets, data,
-            None, None, None,
-        )  # fmt: skip
-    bad_offsets = offsets + 100  # pointing past the data
+            np.zeros(50, np.uint8), header, starts, timestamps, column, column, None
+        )
+    outside = (offsets + 100, None, 0, b"x" * (4 * n))  # offsets pointing past the data
     with pytest.raises(ValueError, match="outside its data"):
         native.write_batches(
-            np.zeros(10_000, np.uint8), header, starts, timestamps, lengths, bad_offsets, data,
-            lengths, offsets, data, None, None, None,
-        )  # fmt: skip
+            np.zeros(10_000, np.uint8), header, starts, timestamps, outside, column, None
+        )
     with pytest.raises(ValueError, match="starts"):
         native.region_sizes(
-            np.zeros(1, np.int64), np.array([3], np.int64), timestamps, lengths, lengths, None
+            np.zeros(1, np.int64), np.array([3], np.int64), timestamps, column, column, None
         )
+    with pytest.raises(ValueError, match="validity"):
+        native.region_sizes(
+            np.zeros(1, np.int64), starts, timestamps, (offsets, b"", 0, None), column, None
+        )
+
+
+@needs_native
+def test_plan_batches_leaves_decreasing_timestamps_to_numpy():
+    n = 4
+    column = (np.zeros(n + 1, np.int64), None, 0, None)
+    out = np.empty(n, np.int64), np.empty(n, np.int64)
+    args = (column, column, None, 1000, 10, 1)
+    assert native.plan_batches(*out, np.array([1, 2, 2, 3]), np.zeros(0, np.int64), *args) == 1
+    assert native.plan_batches(*out, np.array([1, 2, 1, 3]), np.zeros(0, np.int64), *args) == -1
+    assert native.plan_batches(*out, np.array([5, 6, 7, 8]), np.array([9]), *args) == -1
 
 
 def test_numpy_path_is_what_runs_without_the_extension(monkeypatch):
