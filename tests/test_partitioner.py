@@ -33,11 +33,36 @@ PARTITIONS = {
 }
 
 
-@pytest.fixture(params=[0, 8, 10**9], ids=["all-vector", "default", "all-scalar"])
+NATIVE = partitioner._native
+
+
+@pytest.fixture(
+    params=["native", 0, 8, 10**9], ids=["native", "all-vector", "default", "all-scalar"]
+)
 def vector_threshold(request, monkeypatch):
-    """Run each vectorized test through the numpy path, the default split and the scalar path."""
+    """Run each vectorized test through the C loop, and through the numpy path's all-vector,
+    default split and all-scalar modes."""
+    if request.param == "native":
+        if NATIVE is None:
+            pytest.skip("C extension not built")
+        return request.param
+    monkeypatch.setattr(partitioner, "_native", None)
     monkeypatch.setattr(partitioner, "_VECTOR_MIN_ACTIVE", request.param)
     return request.param
+
+
+def _each_path(threshold):
+    """Yield once per implementation: the C loop (when built), then numpy with `threshold`."""
+    old = partitioner._native, partitioner._VECTOR_MIN_ACTIVE
+    try:
+        if NATIVE is not None:
+            partitioner._native = NATIVE
+            yield "native"
+        partitioner._native = None
+        partitioner._VECTOR_MIN_ACTIVE = threshold
+        yield "numpy"
+    finally:
+        partitioner._native, partitioner._VECTOR_MIN_ACTIVE = old
 
 
 @pytest.mark.parametrize(("key", "expected"), list(VECTORS.items()))
@@ -106,16 +131,15 @@ _keys = st.lists(st.one_of(st.none(), st.binary(max_size=100)), max_size=60)
 @settings(max_examples=150, deadline=None)
 @given(keys=_keys, threshold=st.sampled_from([0, 3, 8, 10**9]))
 def test_vectorized_equals_scalar_binary(keys: list[bytes | None], threshold: int) -> None:
-    old = partitioner._VECTOR_MIN_ACTIVE
-    partitioner._VECTOR_MIN_ACTIVE = threshold
-    try:
-        expected = [0 if k is None else murmur2(k) for k in keys]
+    expected = [0 if k is None else murmur2(k) for k in keys]
+    parts = [-1 if k is None else to_positive(murmur2(k)) % 7 for k in keys]
+    for _ in _each_path(threshold):
         for t in (pa.binary(), pa.large_binary(), pa.binary_view()):
             assert murmur2_array(pa.array(keys, type=t)).tolist() == expected
-        parts = [-1 if k is None else to_positive(murmur2(k)) % 7 for k in keys]
+            if keys:  # a sliced column: offsets and validity bits that do not start at 0
+                sliced = pa.array([b"x", *keys], type=t).slice(1)
+                assert murmur2_array(sliced).tolist() == expected
         assert partition_for_keys(pa.array(keys, type=pa.binary()), 7).tolist() == parts
-    finally:
-        partitioner._VECTOR_MIN_ACTIVE = old
 
 
 @settings(max_examples=150, deadline=None)
@@ -124,14 +148,10 @@ def test_vectorized_equals_scalar_binary(keys: list[bytes | None], threshold: in
     threshold=st.sampled_from([0, 8, 10**9]),
 )
 def test_vectorized_equals_scalar_strings_non_ascii(keys: list[str | None], threshold: int) -> None:
-    old = partitioner._VECTOR_MIN_ACTIVE
-    partitioner._VECTOR_MIN_ACTIVE = threshold
-    try:
-        expected = [0 if k is None else murmur2(k.encode("utf-8")) for k in keys]
+    expected = [0 if k is None else murmur2(k.encode("utf-8")) for k in keys]
+    for _ in _each_path(threshold):
         for t in (pa.string(), pa.large_string(), pa.string_view()):
             assert murmur2_array(pa.array(keys, type=t)).tolist() == expected
-    finally:
-        partitioner._VECTOR_MIN_ACTIVE = old
 
 
 def test_every_length_0_to_100(vector_threshold) -> None:

@@ -28,7 +28,6 @@ without headers (headers are serialized with the same element-wise concatenation
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c
 
+from kafkalog_core import native
 from kafkalog_core.errors import ConfigError, InvalidRecordError, RecordTooLargeError
+from kafkalog_core.native import NativeColumn
 from kafkalog_core.record.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -58,12 +59,8 @@ from kafkalog_core.record.batch import (
 )
 from kafkalog_core.record.varint import encode_varint, varint_bytes
 
-try:  # the per-record loops in C; without it (not built) the numpy/Arrow path below runs
-    from kafkalog_core.record import _native
-except ImportError:  # pragma: no cover - depends on the install
-    _native = None
-if os.environ.get("KAFKALOG_NATIVE", "") == "0":  # force the numpy path (tests, comparisons)
-    _native = None
+# the per-record loops in C; None (not built, KAFKALOG_NATIVE=0): the numpy/Arrow path runs
+_native = native.module
 
 DEFAULT_MAX_BATCH_BYTES = 1048576  # the target size of one batch (like batch.size, but 1 MiB)
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # max.message.bytes default (1 MiB + 12)
@@ -1153,19 +1150,19 @@ def _encode(
         raise InvalidRecordError(f"base_offset {base_offset} with {n} records is out of range")
 
     context = _context_timestamps(context_timestamps, options)
-    native = _native
-    if native is not None:
+    loops = _native
+    if loops is not None:
         columns = (
-            _native_column(keys),
-            _native_column(values),
-            None if headers is None else _native_column(headers),
+            native.column(keys),
+            native.column(values),
+            None if headers is None else native.column(headers),
         )
         starts, region_sizes = _native_plan(
-            native, columns, keys, values, header_sizes, timestamps, context, options
+            loops, columns, keys, values, header_sizes, timestamps, context, options
         )
         counts = np.diff(np.append(starts, n))
         yield from _encode_native(
-            native,
+            loops,
             columns,
             timestamps,
             starts,
@@ -1361,22 +1358,8 @@ def _fixed_sizes(
     return fixed, key_length_sizes, value_length_sizes
 
 
-NativeColumn = tuple[np.ndarray, Any, int, Any]
-
-
-def _native_column(column: pa.Array) -> NativeColumn:
-    """A binary column as the C loops read it: (offsets of its rows, validity bitmap or None,
-    the bitmap's bit offset, data buffer or None)."""
-    n = len(column)
-    buffers = column.buffers()
-    validity = buffers[0] if column.null_count else None
-    if buffers[1] is None:
-        return np.zeros(n + 1, dtype=np.int64), validity, column.offset, None
-    return _offsets(column), validity, column.offset, buffers[2]
-
-
 def _native_plan(
-    native: Any,
+    loops: Any,
     columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
     keys: pa.Array,
     values: pa.Array,
@@ -1391,7 +1374,7 @@ def _native_plan(
     most = _most_per_batch(options.max_batch_bytes)
     starts = np.empty(n, dtype=np.int64)
     region_sizes = np.empty(n, dtype=np.int64)
-    count = native.plan_batches(
+    count = loops.plan_batches(
         starts,
         region_sizes,
         timestamps,
@@ -1407,12 +1390,12 @@ def _native_plan(
     all_timestamps = np.concatenate((context, timestamps)) if context.size else timestamps
     starts, _ = _split_batches(fixed, all_timestamps, options.max_batch_bytes, context.shape[0])
     region_sizes = np.empty(starts.shape[0], dtype=np.int64)
-    native.region_sizes(region_sizes, starts, timestamps, *columns)
+    loops.region_sizes(region_sizes, starts, timestamps, *columns)
     return starts, region_sizes
 
 
 def _encode_native(
-    native: Any,
+    loops: Any,
     columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
     timestamps: np.ndarray,
     starts: np.ndarray,
@@ -1432,16 +1415,16 @@ def _encode_native(
         header_rows["length"] = sizes - LOG_OVERHEAD
         if chunk_bytes is None:
             out = np.empty(int(sizes.sum()), dtype=np.uint8)
-            native.write_batches(out, header_rows, starts, timestamps, *columns)
+            loops.write_batches(out, header_rows, starts, timestamps, *columns)
             yield _finish(out, sizes, starts, counts, max_timestamps, base_offset, crcs=False)
             return
         yield from _native_pieces(
-            native, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
+            loops, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
             base_offset, chunk_bytes,
         )  # fmt: skip
         return
     data = np.empty(int(region_sizes.sum()), dtype=np.uint8)
-    native.write_batches(data, None, starts, timestamps, *columns)
+    loops.write_batches(data, None, starts, timestamps, *columns)
     yield _compress_regions(
         memoryview(data),
         region_sizes,
@@ -1455,7 +1438,7 @@ def _encode_native(
 
 
 def _native_pieces(
-    native: Any,
+    loops: Any,
     columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
     header_rows: np.ndarray,
     starts: np.ndarray,
@@ -1485,7 +1468,7 @@ def _native_pieces(
         rows = [None if c is None else (c[0][r0 : r1 + 1], c[1], c[2] + r0, c[3]) for c in columns]
         piece_starts = starts[b0:b1] - r0
         out = buffer[: int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))]
-        native.write_batches(out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *rows)
+        loops.write_batches(out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *rows)
         yield _finish(
             out,
             sizes[b0:b1],

@@ -1,4 +1,4 @@
-"""The C loops of the encoder (`kafkalog_core.record._native`) write exactly the numpy path's bytes.
+"""The C loops of the encoder (`kafkalog_core._native`) write exactly the numpy path's bytes.
 
 The numpy/Arrow path is the reference (it is itself checked against `build_batch`, kafka-python
 and real broker bytes elsewhere); here every encode is run both ways and compared field by field,
@@ -29,7 +29,7 @@ def test_native_module_is_built_where_required():
     extension must fail the suite, not quietly run only the numpy path."""
     if os.environ.get("KAFKALOG_REQUIRE_NATIVE") != "1":
         pytest.skip("KAFKALOG_REQUIRE_NATIVE is not set (the C extension is optional)")
-    assert native is not None, "kafkalog_core.record._native was not built by the install"
+    assert native is not None, "kafkalog_core._native was not built by the install"
 
 
 needs_native = pytest.mark.skipif(native is None, reason="C extension not built")

@@ -1,7 +1,10 @@
 /*
- * kafkalog_core.record._native: the per-record loops of the v2 encoder, in C.
+ * kafkalog_core._native: the core's per-record loops in C - the v2 encoder's and murmur2.
  *
- * Optional accelerator. `kafkalog_core.record.encoder` decides the batch boundaries and fills
+ * Optional accelerator; each caller keeps a numpy path that gives the same results, and the
+ * tests hold the two to that.
+ *
+ * Encoder. `kafkalog_core.record.encoder` decides the batch boundaries and fills
  * the 61-byte headers with numpy (per batch); this module does what is left per record, which
  * numpy/Arrow can only do in several passes over memory:
  *
@@ -18,7 +21,10 @@
  * every integer a zigzag varint; null key/value = length -1 and no bytes. The headers part is
  * either one 0x00 byte (no headers) or the bytes the encoder serialized for the record.
  *
- * The numpy path in encoder.py produces the same bytes; tests hold the two to that.
+ * The numpy path in encoder.py produces the same bytes.
+ *
+ * Partitioner. murmur2_column hashes every key of a column the way the Java producer's
+ * Utils.murmur2 does (kafkalog_core.partitioner has the numpy twin).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -585,6 +591,92 @@ fail_out:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* murmur2 (the Java producer's Utils.murmur2: seed 0x9747b28c, m 0x5bd1e995, r 24)          */
+/* ---------------------------------------------------------------------------------------- */
+
+static uint32_t murmur2(const uint8_t *data, size_t length) {
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    size_t blocks = length / 4;
+    for (size_t i = 0; i < blocks; i++) {
+        uint32_t k;
+        memcpy(&k, data + 4 * i, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        k = __builtin_bswap32(k);
+#endif
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const uint8_t *tail = data + 4 * blocks;
+    switch (length & 3) {
+        case 3:
+            h ^= (uint32_t)tail[2] << 16;
+            /* fall through */
+        case 2:
+            h ^= (uint32_t)tail[1] << 8;
+            /* fall through */
+        case 1:
+            h ^= tail[0];
+            h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+PyDoc_STRVAR(murmur2_column_doc,
+             "murmur2_column(out, column) -> None\n"
+             "\n"
+             "Write murmur2 of every key of `column` (offsets, validity, bit_offset, data) into\n"
+             "`out` (int32, one per row) as the Java producer computes it; 0 for a null key.");
+
+static PyObject *murmur2_column(PyObject *self, PyObject *args) {
+    PyObject *out, *spec;
+    if (!PyArg_ParseTuple(args, "OO", &out, &spec)) return NULL;
+    Py_buffer out_view;
+    if (PyObject_GetBuffer(out, &out_view, PyBUF_WRITABLE) < 0) return NULL;
+    if (out_view.len % 4 != 0) {
+        PyErr_SetString(PyExc_ValueError, "out: expected int32 values");
+        PyBuffer_Release(&out_view);
+        return NULL;
+    }
+    Py_ssize_t n = out_view.len / 4;
+    column_t c;
+    if (get_column(spec, n, &c, "keys") < 0) {
+        PyBuffer_Release(&out_view);
+        return NULL;
+    }
+    uint32_t *hashes = (uint32_t *)out_view.buf;
+    const char *why = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t len = c.present ? column_length(&c, i) : -1;
+        if (len < 0) {
+            hashes[i] = 0;
+            continue;
+        }
+        const uint8_t *bytes = len ? column_bytes(&c, i, len) : (const uint8_t *)"";
+        if (bytes == NULL) {
+            why = "a column's offsets point outside its data";
+            break;
+        }
+        hashes[i] = murmur2(bytes, (size_t)len);
+    }
+    Py_END_ALLOW_THREADS
+    release_column(&c);
+    PyBuffer_Release(&out_view);
+    if (why != NULL) {
+        PyErr_SetString(PyExc_ValueError, why);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(crc32c_doc, "crc32c(data) -> int: CRC-32C (Castagnoli) of a bytes-like object.");
 
 static PyObject *crc32c_py(PyObject *self, PyObject *arg) {
@@ -618,12 +710,15 @@ static PyMethodDef methods[] = {
     {"region_sizes", region_sizes, METH_VARARGS, region_sizes_doc},
     {"write_batches", write_batches, METH_VARARGS, write_batches_doc},
     {"crc32c", crc32c_py, METH_O, crc32c_doc},
+    {"murmur2_column", murmur2_column, METH_VARARGS, murmur2_column_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "The per-record loops of the v2 encoder in C (optional; encoder.py has a numpy path).", -1,
+    "The core's per-record loops in C: the v2 encoder's and murmur2 (optional; each caller has "
+    "a numpy path).",
+    -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,0 +1,40 @@
+"""The optional C loops (`kafkalog_core._native`, built from `_native.c` by pip) and how Arrow
+columns are handed to them.
+
+`module` is None when the extension was not built (no compiler at install time, a zipped
+`--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy paths, which
+give the same results (the tests compare both).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+module: ModuleType | None
+try:
+    from kafkalog_core import _native as module
+except ImportError:  # pragma: no cover - depends on the install
+    module = None
+if os.environ.get("KAFKALOG_NATIVE", "") == "0":
+    module = None
+
+# (offsets of the column's n rows: n + 1 int32/int64, validity bitmap or None, its bit offset,
+# data buffer or None)
+NativeColumn = tuple[np.ndarray, Any, int, Any]
+
+
+def column(array: pa.Array) -> NativeColumn:
+    """A binary or large_binary array as the C loops read it (zero-copy)."""
+    n = len(array)
+    buffers = array.buffers()
+    validity = buffers[0] if array.null_count else None
+    if buffers[1] is None:
+        return np.zeros(n + 1, dtype=np.int64), validity, array.offset, None
+    dtype = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(buffers[1], dtype=dtype)[array.offset : array.offset + n + 1]
+    return offsets, validity, array.offset, buffers[2]
