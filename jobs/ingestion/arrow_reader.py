@@ -48,6 +48,7 @@ from jobs.ingestion.mapping import (
 from jobs.ingestion.planner import OffsetPlan
 from jobs.ingestion.writer import WriterSettings, write_task_direct
 from kafkalog_core.errors import InvalidRecordError
+from kafkalog_core.partitioner import partition_for_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -434,6 +435,17 @@ def mapped_batches(
         yield mapped.select(["topic", "partition", "key", "value", "timestamp"])
 
 
+def _constant_topic_by_key(columns: _Columns, rules: MappingRules) -> tuple[str, int] | None:
+    """(topic, partitions) when every row goes to one valid topic and is placed by murmur2 of
+    its key: then a batch without null keys is counted from its keys alone."""
+    if columns.topic_name is None or not rules.by_key or columns.key_column is None:
+        return None
+    topic_rules = rules.rules_for(columns.topic_name)
+    if isinstance(topic_rules, str):  # an invalid topic: the general path says so
+        return None
+    return columns.topic_name, int(topic_rules.partitions)
+
+
 def count_task_files(
     task: Sequence[FilePiece], task_index: int, columns: _Columns, rules: MappingRules
 ) -> list[tuple[int, str, int, int]]:
@@ -443,7 +455,17 @@ def count_task_files(
     cache: dict[str, Any] = {}
     row = 0
     names = columns.partitioning_names(rules) or [columns.value_column]
+    by_key = _constant_topic_by_key(columns, rules)
     for batch in _batches(task, names, COUNT_BATCH_ROWS):
+        if by_key is not None and batch.column(columns.key_column).null_count == 0:
+            # Every row is placed by its key alone: no mapping input, no per-row rules.
+            topic, partitions = by_key
+            placed = partition_for_keys(_as_bytes(batch.column(columns.key_column)), partitions)
+            hits = np.bincount(placed, minlength=partitions)
+            for p in np.flatnonzero(hits).tolist():
+                counts[(topic, p)] = counts.get((topic, p), 0) + int(hits[p])
+            row += batch.num_rows
+            continue
         source = _mapping_input(batch, columns, task_index, row)
         row += batch.num_rows
         placed = map_batch(source, rules, cache, partitions_only=True)

@@ -380,3 +380,50 @@ def test_a_partition_beyond_int_is_one_clear_error(spark, tmp_path):
     doc = _doc(src, tmp_path / "logs", "arrow", mapping={"partition": "part"})
     with pytest.raises(InvalidRecordError, match=r"^partition 4294967296 does not fit an int$"):
         _run(spark, doc)
+
+
+@pytest.mark.parametrize("null_keys", ["round_robin", "value_hash"])
+def test_counting_by_keys_alone_equals_the_full_mapping(tmp_path, monkeypatch, null_keys):
+    """The counting pass's shortcut (one topic, murmur2 of non-null keys: a bincount) counts
+    what the full mapping would; batches with null keys still take the full mapping."""
+    rng = np.random.default_rng(11)
+    files = []
+    for f in range(3):
+        n = 500
+        users = [f"user-{int(u)}" for u in rng.integers(0, 10_000, n)]
+        if f == 1:  # null keys in some batches of one file only
+            users = [None if i % 7 == 0 and i < 200 else u for i, u in enumerate(users)]
+        files.append(
+            _write(
+                tmp_path / "src" / f"{f}.parquet",
+                {
+                    "user": users,
+                    "payload": [rng.bytes(5) for _ in range(n)],
+                    "event_time": pa.array(np.arange(n), pa.timestamp("us", tz="UTC")),
+                },
+            )
+        )
+    config = _config(tmp_path, partition={"null_keys": null_keys})
+    read, why = plan_arrow_read(config, files, max_split_bytes=1)
+    assert read is not None, why
+    monkeypatch.setattr(arrow_reader, "COUNT_BATCH_ROWS", 128)  # several batches per file
+    calls = []
+    real = arrow_reader.partition_for_keys
+
+    def spy(keys, partitions):
+        calls.append(len(keys))
+        return real(keys, partitions)
+
+    monkeypatch.setattr(arrow_reader, "partition_for_keys", spy)
+    fast = [
+        arrow_reader.count_task_files(t, i, read.columns, read.rules)
+        for i, t in enumerate(read.tasks)
+    ]
+    assert calls, "the shortcut never ran"
+    monkeypatch.setattr(arrow_reader, "_constant_topic_by_key", lambda *_: None)
+    full = [
+        arrow_reader.count_task_files(t, i, read.columns, read.rules)
+        for i, t in enumerate(read.tasks)
+    ]
+    assert fast == full
+    assert sum(c for rows in full for *_, c in rows) == 1500
