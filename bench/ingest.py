@@ -163,8 +163,15 @@ def start_session(master: str, events: Path | None, tasks: int | None):
     return spark
 
 
+def settle() -> None:
+    """Start a timed run with no dirty pages: without it, one run's write-back (Parquet never
+    fsyncs its 650 MB) throttles whichever run comes next, and the ratios drift with the order."""
+    os.sync()
+
+
 def timed_parquet(spark, src: Path, dst: Path, codec: str) -> float:
     shutil.rmtree(dst, ignore_errors=True)
+    settle()
     start = time.perf_counter()
     spark.read.parquet(str(src)).write.option("compression", codec).parquet(str(dst))
     return time.perf_counter() - start
@@ -177,6 +184,7 @@ def timed_ingest(spark, src: Path, root: Path, run_id: str, tasks: int | None, m
     for d in (root, root.parent / f".{root.name}.kafkalog"):  # the log dir and its meta area
         shutil.rmtree(d, ignore_errors=True)
     config = IngestConfig.from_dict(ingest_config(src, root, mode))
+    settle()
     start = time.perf_counter()
     result = ingest.run(spark, config, run_id=run_id, tasks=tasks, out=lambda *_: None)
     elapsed = time.perf_counter() - start
