@@ -364,6 +364,43 @@ def group_by_partition(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch.take(pa.array(np.argsort(keys, kind="stable")))
 
 
+def partition_groups(
+    batch: pa.RecordBatch,
+) -> tuple[np.ndarray | None, list[tuple[str, int, int, int]]]:
+    """How `group_by_partition` + `partition_runs` would split `batch`, without copying it.
+
+    Returns the stable order that groups the rows by (topic, partition) (None when they are
+    grouped already) and each group's (topic, partition, start, stop) in that order; the caller
+    takes only the columns it writes. Group codes that fit 16 bits (the usual case: a few
+    topics and partitions) sort with numpy's radix sort.
+    """
+    n = batch.num_rows
+    if n == 0:
+        return None, []
+    encoded = pc.dictionary_encode(batch.column("topic"))
+    names = encoded.dictionary.to_pylist()
+    order_of_names = sorted(range(len(names)), key=names.__getitem__)
+    ranks = np.empty(len(names), dtype=np.int64)
+    ranks[order_of_names] = np.arange(len(names), dtype=np.int64)
+    partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
+    rank = ranks[encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
+    span = int(partitions.max()) + 1
+    codes = rank * span + partitions  # orders like (rank, partition): partitions are >= 0
+    order = None
+    if n > 1 and not bool(np.all(codes[1:] >= codes[:-1])):
+        small = codes.astype(np.uint16) if len(names) * span <= 1 << 16 else codes
+        order = np.argsort(small, kind="stable")
+        codes = codes[order]
+    bounds = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    starts = np.concatenate(([0], bounds)).tolist()
+    stops = np.concatenate((bounds, [n])).tolist()
+    firsts = codes[starts].tolist()
+    return order, [
+        (names[order_of_names[c // span]], c % span, start, stop)
+        for c, start, stop in zip(firsts, starts, stops, strict=True)
+    ]
+
+
 def write_task_direct(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
@@ -388,16 +425,19 @@ def write_task_direct(
     writers: dict[tuple[str, int], _RangeWriter] = {}
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
-        grouped = group_by_partition(batch)
-        payload = _cumulative_payload(grouped)
-        for topic, partition, start, stop in partition_runs(grouped):
+        order, groups = partition_groups(batch)
+        records = batch.select(columns)  # only what is written is copied into groups
+        if order is not None:
+            records = records.take(pa.array(order))
+        payload = _cumulative_payload(records)
+        for topic, partition, start, stop in groups:
             writer = writers.get((topic, partition))
             if writer is None:
                 writer = _range_writer(
                     plan, (task_index, topic, partition), chunked, staging, attempt_id
                 )
                 writers[(topic, partition)] = writer
-            rows = grouped.select(columns).slice(start, stop - start)
+            rows = records.slice(start, stop - start)
             writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
     for key in sorted(writers):

@@ -15,6 +15,7 @@ from jobs.ingestion.writer import (
     WriterSettings,
     count_task,
     group_by_partition,
+    partition_groups,
     partition_runs,
     write_task,
     write_task_direct,
@@ -203,6 +204,31 @@ def test_group_by_partition_is_stable_and_orders_topics_by_name():
     grouped = group_by_partition(batch)
     assert grouped.column("value").to_pylist() == [b"3", b"1", b"4", b"0", b"2"]
     assert list(partition_runs(grouped)) == [("a", 0, 0, 1), ("a", 1, 1, 3), ("z", 0, 3, 5)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_partition_groups_equals_grouping_then_runs(seed):
+    """The direct writer's grouping (order + runs, no copy) is group_by_partition followed by
+    partition_runs: same stable order, same runs - small codes (radix sort) and large ones."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    topics = ["orders", "a", "zeta", "m"][: int(rng.integers(1, 5))]
+    top = [3, 40, 70_000][seed % 3]  # 70,000 partitions: codes beyond 16 bits
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": [topics[int(i)] for i in rng.integers(0, len(topics), n)],
+            "partition": pa.array(rng.integers(0, top, n), pa.int32()),
+            "value": [b"%d" % i for i in range(n)],
+        }
+    )
+    if seed % 4 == 0:
+        batch = group_by_partition(batch)  # already grouped: no order needed
+    order, groups = partition_groups(batch)
+    grouped = group_by_partition(batch)
+    taken = batch if order is None else batch.take(pa.array(order))
+    assert taken.column("value").to_pylist() == grouped.column("value").to_pylist()
+    assert groups == list(partition_runs(grouped))
+    assert (order is None) == (seed % 4 == 0 or grouped.equals(batch))
 
 
 def test_direct_task_refuses_rows_the_plan_does_not_know(tmp_path):
