@@ -376,14 +376,11 @@ static inline int64_t record_body(const recview_t *r, int64_t fixed, Py_ssize_t 
            varint_size(zigzag((int64_t)(i - start)));
 }
 
-/* Exact bytes of the records region of the batch [start, end); `fixed` holds record_fixed of
- * its records (fixed[0] is record `start`'s) or is NULL. */
-static int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end,
-                           const int64_t *fixed) {
+/* Exact bytes of the records region of the batch [start, end). */
+static int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end) {
     int64_t total = 0;
     for (Py_ssize_t i = start; i < end; i++) {
-        int64_t f = fixed ? fixed[i - start] : record_fixed(r, i);
-        int64_t body = record_body(r, f, i, start);
+        int64_t body = record_body(r, record_fixed(r, i), i, start);
         total += body + varint_size(zigzag(body));
     }
     return total;
@@ -440,86 +437,128 @@ static int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, 
     return 0;
 }
 
+PyDoc_STRVAR(non_decreasing_doc,
+             "non_decreasing(context, timestamps) -> bool: whether context + timestamps never\n"
+             "decrease (plan_batches' condition; otherwise the numpy split runs).");
+
+static PyObject *non_decreasing(PyObject *self, PyObject *args) {
+    PyObject *context, *timestamps;
+    if (!PyArg_ParseTuple(args, "OO", &context, &timestamps)) return NULL;
+    Py_buffer ctx_view, ts_view;
+    if (get_array(context, &ctx_view, -1, 0, "context") < 0) return NULL;
+    if (get_array(timestamps, &ts_view, -1, 0, "timestamps") < 0) {
+        PyBuffer_Release(&ctx_view);
+        return NULL;
+    }
+    const int64_t *ctx = (const int64_t *)ctx_view.buf, *ts = (const int64_t *)ts_view.buf;
+    Py_ssize_t c = ctx_view.len / 8, n = ts_view.len / 8;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 1; j < c && ok; j++) ok = ctx[j] >= ctx[j - 1];
+    if (ok && c > 0 && n > 0) ok = ts[0] >= ctx[c - 1];
+    for (Py_ssize_t j = 1; j < n && ok; j++) ok = ts[j] >= ts[j - 1];
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ts_view);
+    PyBuffer_Release(&ctx_view);
+    return PyBool_FromLong(ok);
+}
+
 PyDoc_STRVAR(
     plan_batches_doc,
     "plan_batches(starts_out, sizes_out, timestamps, context, key, value, headers,\n"
-    "             budget, most, offset_delta_size) -> int\n"
+    "             budget, most, offset_delta_size, first_row, piece_bytes[, bodies_out])\n"
+    "             -> (count, next_row)\n"
     "\n"
-    "The encoder's batch split (encoder._split_batches) for non-decreasing timestamps, and the\n"
-    "exact records-region bytes of each batch, in one pass. Writes the batch starts and sizes\n"
-    "into starts_out/sizes_out (int64, room for one per record) and returns the batch count,\n"
-    "or -1 when context + timestamps decrease somewhere (the numpy split handles that).");
+    "The encoder's batch split (encoder._split_batches) for non-decreasing timestamps (see\n"
+    "non_decreasing), with the exact records-region bytes of each batch, in one pass from\n"
+    "first_row (a batch start). Stops before a batch that would take the batches planned in\n"
+    "this call (61-byte headers included) past piece_bytes, but plans at least one. Writes the\n"
+    "batch starts and region sizes into starts_out/sizes_out (int64, room for one per record\n"
+    "from first_row) and returns how many, and the row the next call starts at (n when done).\n"
+    "Planning again from any batch start gives the same batches: a record's estimate depends\n"
+    "only on its position, not on where planning began. bodies_out (int32, optional) gets\n"
+    "each planned record's size without its length varint, for write_batches.");
 
 static PyObject *plan_batches(PyObject *self, PyObject *args) {
     PyObject *starts_out, *sizes_out, *timestamps, *context, *key, *value, *suffix;
-    long long budget, most, offset_delta_size;
-    if (!PyArg_ParseTuple(args, "OOOOOOOLLL", &starts_out, &sizes_out, &timestamps, &context,
-                          &key, &value, &suffix, &budget, &most, &offset_delta_size))
+    PyObject *bodies_out = Py_None;
+    long long budget, most, offset_delta_size, piece_bytes;
+    Py_ssize_t first_row;
+    if (!PyArg_ParseTuple(args, "OOOOOOOLLLnL|O", &starts_out, &sizes_out, &timestamps, &context,
+                          &key, &value, &suffix, &budget, &most, &offset_delta_size, &first_row,
+                          &piece_bytes, &bodies_out))
         return NULL;
     records_t r;
-    Py_buffer ts_view, ctx_view, starts_view, sizes_view;
+    Py_buffer ts_view, ctx_view, starts_view, sizes_view, bodies_view;
+    int32_t *bodies = NULL;
     if (parse_records(NULL, timestamps, key, value, suffix, &r, NULL, &ts_view) < 0) return NULL;
     if (get_array(context, &ctx_view, -1, 0, "context") < 0) goto fail_records;
-    if (get_array(starts_out, &starts_view, r.n, 1, "starts_out") < 0) goto fail_ctx;
-    if (get_array(sizes_out, &sizes_view, r.n, 1, "sizes_out") < 0) goto fail_starts;
-    if (most < 1) {
-        PyErr_SetString(PyExc_ValueError, "most must be >= 1");
+    if (get_array(starts_out, &starts_view, -1, 1, "starts_out") < 0) goto fail_ctx;
+    if (get_array(sizes_out, &sizes_view, -1, 1, "sizes_out") < 0) goto fail_starts;
+    if (most < 1 || first_row < 0 || first_row > r.n) {
+        PyErr_SetString(PyExc_ValueError, "most must be >= 1 and first_row within the records");
         goto fail_sizes;
+    }
+    if (starts_view.len / 8 < r.n - first_row || sizes_view.len / 8 < r.n - first_row) {
+        PyErr_SetString(PyExc_ValueError, "starts_out/sizes_out need room for every row left");
+        goto fail_sizes;
+    }
+    if (bodies_out != Py_None) {
+        if (PyObject_GetBuffer(bodies_out, &bodies_view, PyBUF_WRITABLE) < 0) goto fail_sizes;
+        if (bodies_view.len / 4 < r.n - first_row) {
+            PyErr_SetString(PyExc_ValueError, "bodies_out needs an int32 for every row left");
+            PyBuffer_Release(&bodies_view);
+            goto fail_sizes;
+        }
+        bodies = (int32_t *)bodies_view.buf;
     }
     const int64_t *ctx = (const int64_t *)ctx_view.buf, *ts = r.timestamps;
     Py_ssize_t c = ctx_view.len / 8, n = r.n;
     int64_t *starts = (int64_t *)starts_view.buf, *sizes = (int64_t *)sizes_view.buf;
-    /* record_fixed of the open batch's records, for its exact size when it closes: a batch
-     * holds at most `most` records (and no more than there are) */
-    Py_ssize_t scratch_rows = (Py_ssize_t)(most < (long long)n ? most : n) + 1;
-    int64_t *fixed = PyMem_RawMalloc((size_t)scratch_rows * sizeof(int64_t));
-    if (fixed == NULL) {
-        PyErr_NoMemory();
-        goto fail_sizes;
-    }
     recview_t v = recview_of(&r);
-    Py_ssize_t count = 0;
+    Py_ssize_t count = 0, next_row = n;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t j = 1; j < c + n && count >= 0; j++) {
-        int64_t before = j - 1 < c ? ctx[j - 1] : ts[j - 1 - c];
-        int64_t now = j < c ? ctx[j] : ts[j - c];
-        if (now < before) count = -1;
-    }
-    if (count == 0) {
-        /* Each record's size estimate: offsetDelta sized for `most - 1`, timestampDelta for
-         * the distance to the record `most - 1` back (or the first one there is) - it depends
-         * only on the record and those before it, so a split continued from a batch start of
-         * another encode agrees with it. Then a greedy split on the estimates. */
-        Py_ssize_t start = 0;
-        int64_t acc = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
+    /* Each record's size estimate: offsetDelta sized for `most - 1`, timestampDelta for the
+     * distance to the record `most - 1` back (or the first one there is) - it depends only on
+     * the record and those before it, so a split continued from a batch start of another
+     * encode agrees with it. Then a greedy split on the estimates; the open batch's exact size
+     * is summed alongside (a record's deltas need only the batch's first record). */
+    Py_ssize_t start = first_row;
+    int64_t acc = 0, exact = 0, planned = 0;
+    for (Py_ssize_t i = first_row; i <= n; i++) {
+        int64_t f = 0, est = 0;
+        if (i < n) {
             Py_ssize_t lag = c + i - (Py_ssize_t)(most - 1);
             if (lag < 0) lag = 0;
             int64_t far = lag < c ? ctx[lag] : ts[lag - c];
-            int64_t f = record_fixed(&v, i);
-            int64_t est = f + offset_delta_size + varint_size(zigzag(ts[i] - far));
+            f = record_fixed(&v, i);
+            est = f + offset_delta_size + varint_size(zigzag(ts[i] - far));
             est += varint_size(zigzag(est));
-            if (i > start && (acc + est > budget || i - start >= scratch_rows)) {
-                starts[count] = start;
-                sizes[count++] = region_size(&v, start, i, fixed);
-                start = i;
-                acc = 0;
+        }
+        if (i > start && (i == n || acc + est > budget)) { /* batch [start, i) closes */
+            if (count > 0 && planned + BATCH_HEADER_BYTES + exact > piece_bytes) {
+                next_row = start;
+                break;
             }
-            fixed[i - start] = f;
-            acc += est;
-        }
-        if (n > 0) {
             starts[count] = start;
-            sizes[count++] = region_size(&v, start, n, fixed);
+            sizes[count++] = exact;
+            planned += BATCH_HEADER_BYTES + exact;
+            start = i;
+            acc = exact = 0;
         }
+        if (i == n) break;
+        int64_t body = record_body(&v, f, i, start);
+        if (bodies != NULL) bodies[i - first_row] = (int32_t)body;
+        exact += body + varint_size(zigzag(body));
+        acc += est;
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(fixed);
+    if (bodies != NULL) PyBuffer_Release(&bodies_view);
     PyBuffer_Release(&sizes_view);
     PyBuffer_Release(&starts_view);
     PyBuffer_Release(&ctx_view);
     release_records(&r, NULL, &ts_view);
-    return PyLong_FromSsize_t(count);
+    return Py_BuildValue("nn", count, next_row);
 fail_sizes:
     PyBuffer_Release(&sizes_view);
 fail_starts:
@@ -553,7 +592,7 @@ static PyObject *region_sizes(PyObject *self, PyObject *args) {
     recview_t v = recview_of(&r);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t b = 0; b < r.batches; b++)
-        sizes[b] = region_size(&v, (Py_ssize_t)r.starts[b], batch_end(&r, b), NULL);
+        sizes[b] = region_size(&v, (Py_ssize_t)r.starts[b], batch_end(&r, b));
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out_view);
     release_records(&r, &starts_view, &ts_view);
@@ -573,13 +612,13 @@ static inline uint8_t *put_bytes(uint8_t *p, const colview_t *c, Py_ssize_t i, i
  * or NULL with *why set when the output is too small or a column's offsets point outside its
  * data. */
 static uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
-                              int64_t room, const char **why) {
+                              int64_t room, const int32_t *bodies, const char **why) {
     const recview_t r = *rv; /* locals: see colview_t */
     const uint8_t *limit = p + room;
     int64_t base_ts = r.timestamps[start];
     for (Py_ssize_t i = start; i < end; i++) {
         int64_t klen = view_length(&r.key, i), vlen = view_length(&r.value, i);
-        int64_t body = record_body(&r, record_fixed(&r, i), i, start);
+        int64_t body = bodies ? bodies[i] : record_body(&r, record_fixed(&r, i), i, start);
         if ((int64_t)(limit - p) < body + varint_size(zigzag(body))) {
             *why = "output buffer too small for the records";
             return NULL;
@@ -607,27 +646,44 @@ outside:
 
 PyDoc_STRVAR(
     write_batches_doc,
-    "write_batches(out, headers, starts, timestamps, key, value, headers_column) -> int\n"
+    "write_batches(out, headers, starts, timestamps, key, value, headers_column[, bodies])\n"
+    "    -> int\n"
     "\n"
     "Write every batch into `out` (writable bytes): with `headers` (61 bytes per batch, length\n"
     "field filled), header then records, and the batch's CRC-32C; with headers None only the\n"
     "records regions, back to back. Returns the bytes written. Columns as for plan_batches;\n"
-    "headers_column is None when no record has headers.");
+    "headers_column is None when no record has headers. bodies (int32, optional): the record\n"
+    "sizes plan_batches wrote for these rows, instead of computing them again.");
 
 /* Batches whose CRC is still to be filled: three at a time go through the interleaved CRC
  * while they are in cache. */
 #define CRC_GROUP 3
 
 static PyObject *write_batches(PyObject *self, PyObject *args) {
-    PyObject *out, *headers, *starts, *timestamps, *key, *value, *suffix;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &out, &headers, &starts, &timestamps, &key, &value,
-                          &suffix))
+    PyObject *out, *headers, *starts, *timestamps, *key, *value, *suffix, *bodies_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOO|O", &out, &headers, &starts, &timestamps, &key, &value,
+                          &suffix, &bodies_obj))
         return NULL;
     records_t r;
-    Py_buffer starts_view, ts_view, out_view, header_view;
+    Py_buffer starts_view, ts_view, out_view, header_view, bodies_view;
     if (parse_records(starts, timestamps, key, value, suffix, &r, &starts_view, &ts_view) < 0)
         return NULL;
+    const int32_t *bodies = NULL;
+    if (bodies_obj != Py_None) {
+        if (PyObject_GetBuffer(bodies_obj, &bodies_view, PyBUF_SIMPLE) < 0) {
+            release_records(&r, &starts_view, &ts_view);
+            return NULL;
+        }
+        if (bodies_view.len < r.n * 4) {
+            PyErr_SetString(PyExc_ValueError, "bodies: expected an int32 per record");
+            PyBuffer_Release(&bodies_view);
+            release_records(&r, &starts_view, &ts_view);
+            return NULL;
+        }
+        bodies = (const int32_t *)bodies_view.buf;
+    }
     if (PyObject_GetBuffer(out, &out_view, PyBUF_WRITABLE) < 0) {
+        if (bodies != NULL) PyBuffer_Release(&bodies_view);
         release_records(&r, &starts_view, &ts_view);
         return NULL;
     }
@@ -659,7 +715,8 @@ static PyObject *write_batches(PyObject *self, PyObject *args) {
                    BATCH_HEADER_BYTES);
             p += BATCH_HEADER_BYTES;
         }
-        p = write_records(&v, (Py_ssize_t)r.starts[b], batch_end(&r, b), p, end - p, &why);
+        p = write_records(&v, (Py_ssize_t)r.starts[b], batch_end(&r, b), p, end - p, bodies,
+                          &why);
         if (p == NULL) break;
         if (with_headers) {
             pending[npending] = batch;
@@ -673,6 +730,7 @@ static PyObject *write_batches(PyObject *self, PyObject *args) {
     if (why == NULL && npending) fill_crcs(pending, pending_size, npending);
     Py_END_ALLOW_THREADS
     Py_ssize_t written = why == NULL ? (Py_ssize_t)(p - base) : -1;
+    if (bodies != NULL) PyBuffer_Release(&bodies_view);
     if (with_headers) PyBuffer_Release(&header_view);
     PyBuffer_Release(&out_view);
     release_records(&r, &starts_view, &ts_view);
@@ -682,6 +740,7 @@ static PyObject *write_batches(PyObject *self, PyObject *args) {
     }
     return PyLong_FromSsize_t(written);
 fail_out:
+    if (bodies != NULL) PyBuffer_Release(&bodies_view);
     PyBuffer_Release(&out_view);
     release_records(&r, &starts_view, &ts_view);
     return NULL;
@@ -775,6 +834,30 @@ static PyObject *murmur2_column(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(max_length_doc,
+             "max_length(n, column) -> int: the longest of the column's n rows in bytes\n"
+             "(-1 when every row is null).");
+
+static PyObject *max_length(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    PyObject *spec;
+    if (!PyArg_ParseTuple(args, "nO", &n, &spec)) return NULL;
+    column_t c;
+    if (get_column(spec, n, &c, "column") < 0) return NULL;
+    const colview_t v = view_of(&c);
+    int64_t longest = -1;
+    if (c.present) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t len = view_length(&v, i);
+            if (len > longest) longest = len;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release_column(&c);
+    return PyLong_FromLongLong(longest);
+}
+
 PyDoc_STRVAR(crc32c_doc, "crc32c(data) -> int: CRC-32C (Castagnoli) of a bytes-like object.");
 
 static PyObject *crc32c_py(PyObject *self, PyObject *arg) {
@@ -804,10 +887,12 @@ static PyObject *set_hardware_crc(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"set_hardware_crc", set_hardware_crc, METH_O, set_hardware_crc_doc},
+    {"non_decreasing", non_decreasing, METH_VARARGS, non_decreasing_doc},
     {"plan_batches", plan_batches, METH_VARARGS, plan_batches_doc},
     {"region_sizes", region_sizes, METH_VARARGS, region_sizes_doc},
     {"write_batches", write_batches, METH_VARARGS, write_batches_doc},
     {"crc32c", crc32c_py, METH_O, crc32c_doc},
+    {"max_length", max_length, METH_VARARGS, max_length_doc},
     {"murmur2_column", murmur2_column, METH_VARARGS, murmur2_column_doc},
     {NULL, NULL, 0, NULL},
 };

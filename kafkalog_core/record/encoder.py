@@ -1083,7 +1083,7 @@ def encode_records(
     return encoded
 
 
-DEFAULT_CHUNK_BYTES = 4 << 20  # encode_records_chunked: ~4 MiB of batches per chunk
+DEFAULT_CHUNK_BYTES = 8 << 20  # encode_records_chunked: ~8 MiB of batches per chunk
 
 
 def encode_records_chunked(
@@ -1091,17 +1091,23 @@ def encode_records_chunked(
     *,
     base_offset: int = 0,
     options: BatchOptions = BatchOptions(),
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
+    buffers: int = 1,
 ) -> Iterator[EncodedBatches]:
     """`encode_records` in pieces of whole batches of about `chunk_bytes`, for writing as you go.
 
     The batches are exactly `encode_records`' (the split is decided for all records first, and
-    every check runs before the first piece is yielded). Uncompressed with the C loops, each
-    piece is written into one buffer that the next piece reuses: a log append then streams
-    through a cache-sized buffer instead of materializing the whole encode. Consume (write) a
-    piece before asking for the next; otherwise the whole encode comes as one piece.
+    every check runs before the first piece is yielded). Uncompressed with the C loops, the
+    pieces take turns in `buffers` cache-sized buffers: a log append streams through them
+    instead of materializing the whole encode. Piece k's bytes stay valid until piece
+    k + `buffers` is asked for (with 2, one piece can be written while the next is encoded);
+    without the C loops, compressed, or with `chunk_bytes` None, the whole encode comes as one
+    piece.
     """
-    return _encode(records, base_offset, options, None, chunk_bytes)
+    if buffers < 1:
+        raise ConfigError(f"buffers={buffers} must be >= 1")
+    chunks = None if chunk_bytes is None else (chunk_bytes, buffers)
+    return _encode(records, base_offset, options, None, chunks)
 
 
 def _encode(
@@ -1109,10 +1115,10 @@ def _encode(
     base_offset: int,
     options: BatchOptions,
     context_timestamps: Any,
-    chunk_bytes: int | None,
+    chunks: tuple[int, int] | None,
 ) -> Iterator[EncodedBatches]:
-    """The body of `encode_records`: one EncodedBatches, or reused-buffer pieces with
-    `chunk_bytes` (C loops, uncompressed)."""
+    """The body of `encode_records`: one EncodedBatches, or with `chunks` = (chunk_bytes,
+    buffers) pieces in reused buffers (C loops, uncompressed)."""
     value_column = _column(records, "value")
     if value_column is None:
         raise InvalidRecordError("records have no 'value' column")
@@ -1157,22 +1163,10 @@ def _encode(
             native.column(values),
             None if headers is None else native.column(headers),
         )
-        starts, region_sizes = _native_plan(
-            loops, columns, keys, values, header_sizes, timestamps, context, options
-        )
-        counts = np.diff(np.append(starts, n))
         yield from _encode_native(
-            loops,
-            columns,
-            timestamps,
-            starts,
-            counts,
-            region_sizes,
-            _header_rows(options, base_offset, starts, counts, timestamps[starts], timestamps),
-            base_offset,
-            options,
-            chunk_bytes,
-        )
+            loops, columns, (keys, values, header_sizes), timestamps, context, options,
+            base_offset, chunks,
+        )  # fmt: skip
         return
 
     key_lengths = _lengths(keys)
@@ -1216,9 +1210,7 @@ def _encode(
     suffix = headers if headers is not None else pa.scalar(b"\x00", pa.large_binary())
 
     compressed = options.compression is not Compression.NONE
-    header_rows, max_timestamps = _header_rows(
-        options, base_offset, starts, counts, base_timestamps, timestamps
-    )
+    header_rows, max_timestamps = _header_rows(options, base_offset, starts, counts, timestamps)
 
     if not compressed:
         sizes = region_sizes + RECORD_BATCH_OVERHEAD
@@ -1270,10 +1262,10 @@ def _header_rows(
     base_offset: int,
     starts: np.ndarray,
     counts: np.ndarray,
-    base_timestamps: np.ndarray,
     timestamps: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every batch header but length and CRC, and the batches' maxTimestamps."""
+    """Every header but length and CRC of the batches at `starts` (rows of `timestamps`, which
+    ends with the last batch's last record), and their maxTimestamps."""
     header_rows = np.zeros(starts.shape[0], dtype=HEADER_DTYPE)
     header_rows["base_offset"] = base_offset + starts
     header_rows["partition_leader_epoch"] = options.partition_leader_epoch
@@ -1282,7 +1274,7 @@ def _header_rows(
         options.compression, options.timestamp_type, options.is_transactional
     )
     header_rows["last_offset_delta"] = counts - 1
-    header_rows["base_timestamp"] = base_timestamps
+    header_rows["base_timestamp"] = timestamps[starts]
     if options.timestamp_type is TimestampType.LOG_APPEND_TIME:
         max_timestamps = np.full(starts.shape[0], options.log_append_time_ms, dtype=np.int64)
     else:
@@ -1292,9 +1284,8 @@ def _header_rows(
     header_rows["producer_epoch"] = options.producer_epoch
     if options.base_sequence == NO_SEQUENCE:
         header_rows["base_sequence"] = NO_SEQUENCE
-    else:  # incrementSequence with wraparound past Int.MAX
-        before = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        header_rows["base_sequence"] = (options.base_sequence + before) % (INT32_MAX + 1)
+    else:  # incrementSequence with wraparound past Int.MAX: the records before each batch
+        header_rows["base_sequence"] = (options.base_sequence + starts) % (INT32_MAX + 1)
     header_rows["records_count"] = counts
     return header_rows, max_timestamps
 
@@ -1358,83 +1349,155 @@ def _fixed_sizes(
     return fixed, key_length_sizes, value_length_sizes
 
 
-def _native_plan(
-    loops: Any,
-    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
-    keys: pa.Array,
-    values: pa.Array,
-    header_sizes: np.ndarray,
-    timestamps: np.ndarray,
-    context: np.ndarray,
-    options: BatchOptions,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Batch starts and exact records-region sizes: one C pass for non-decreasing timestamps;
-    otherwise the numpy split (`_split_batches`) and the sizes in C."""
-    n = timestamps.shape[0]
+def _split_parameters(options: BatchOptions) -> tuple[int, int, int]:
+    """(records budget, most records per batch, offsetDelta varint size) of `_split_batches`."""
     most = _most_per_batch(options.max_batch_bytes)
-    starts = np.empty(n, dtype=np.int64)
-    region_sizes = np.empty(n, dtype=np.int64)
-    count = loops.plan_batches(
-        starts,
-        region_sizes,
-        timestamps,
-        context,
-        *columns,
+    return (
         options.max_batch_bytes - RECORD_BATCH_OVERHEAD,
         most,
         int(varint_size_array(np.array([most - 1]))[0]),
     )
-    if count >= 0:
-        return starts[:count], region_sizes[:count]
-    fixed, _, _ = _fixed_sizes(keys, values, _lengths(keys), _lengths(values), header_sizes)
-    all_timestamps = np.concatenate((context, timestamps)) if context.size else timestamps
-    starts, _ = _split_batches(fixed, all_timestamps, options.max_batch_bytes, context.shape[0])
-    region_sizes = np.empty(starts.shape[0], dtype=np.int64)
-    loops.region_sizes(region_sizes, starts, timestamps, *columns)
-    return starts, region_sizes
+
+
+def _batches_fit(
+    loops: Any, columns: tuple[NativeColumn, ...], n: int, header_sizes: np.ndarray | None,
+    options: BatchOptions,
+) -> bool:  # fmt: skip
+    """Whether no batch can exceed max_message_bytes, known before planning any: a batch of
+    several records stays within max_batch_bytes (the split's estimates are upper bounds),
+    and one record alone within a batch header plus its largest possible size."""
+    key, value = (max(loops.max_length(n, c), 0) for c in columns[:2])
+    suffix = 1 if header_sizes is None else int(header_sizes.max())
+    # length varint (<= 5), attributes, two 1-byte deltas, key and value length varints (<= 5)
+    single = RECORD_BATCH_OVERHEAD + 5 + 1 + 2 + 10 + key + value + suffix
+    return max(options.max_batch_bytes, single) <= options.max_message_bytes
 
 
 def _encode_native(
     loops: Any,
     columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
+    arrays: tuple[pa.Array, pa.Array, np.ndarray],
     timestamps: np.ndarray,
-    starts: np.ndarray,
-    counts: np.ndarray,
-    region_sizes: np.ndarray,
-    header_rows_and_max: tuple[np.ndarray, np.ndarray],
-    base_offset: int,
+    context: np.ndarray,
     options: BatchOptions,
-    chunk_bytes: int | None,
+    base_offset: int,
+    chunks: tuple[int, int] | None,
 ) -> Iterator[EncodedBatches]:
-    """The records written by `_native.write_batches` (headers and CRCs too when uncompressed);
-    with `chunk_bytes`, uncompressed batches come in pieces written into one reused buffer."""
-    header_rows, max_timestamps = header_rows_and_max
-    if options.compression is Compression.NONE:
-        sizes = region_sizes + RECORD_BATCH_OVERHEAD
-        _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
-        header_rows["length"] = sizes - LOG_OVERHEAD
-        if chunk_bytes is None:
-            out = np.empty(int(sizes.sum()), dtype=np.uint8)
-            loops.write_batches(out, header_rows, starts, timestamps, *columns)
-            yield _finish(out, sizes, starts, counts, max_timestamps, base_offset, crcs=False)
-            return
-        yield from _native_pieces(
-            loops, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
-            base_offset, chunk_bytes,
+    """Encode with the C loops. Non-decreasing timestamps split in C (the numpy split handles
+    the rest); uncompressed pieces (`chunks` = (chunk_bytes, buffers)) are planned piece by
+    piece when no batch can exceed max_message_bytes, so the first is written at once."""
+    keys, values, header_sizes = arrays
+    n = timestamps.shape[0]
+    suffix_sizes = None if columns[2] is None else header_sizes
+    increasing = loops.non_decreasing(context, timestamps)
+    uncompressed = options.compression is Compression.NONE
+    if (
+        chunks is not None
+        and uncompressed
+        and increasing
+        and _batches_fit(loops, columns, n, suffix_sizes, options)
+    ):
+        yield from _native_stream(
+            loops, columns, timestamps, context, options, base_offset, *chunks
+        )
+        return
+    if increasing:
+        starts = np.empty(n, dtype=np.int64)
+        region_sizes = np.empty(n, dtype=np.int64)
+        count, _ = loops.plan_batches(
+            starts, region_sizes, timestamps, context, *columns, *_split_parameters(options), 0,
+            2**63 - 1,
+        )  # fmt: skip
+        starts, region_sizes = starts[:count], region_sizes[:count]
+    else:
+        fixed, _, _ = _fixed_sizes(keys, values, _lengths(keys), _lengths(values), header_sizes)
+        all_timestamps = np.concatenate((context, timestamps)) if context.size else timestamps
+        starts, _ = _split_batches(fixed, all_timestamps, options.max_batch_bytes, context.shape[0])
+        region_sizes = np.empty(starts.shape[0], dtype=np.int64)
+        loops.region_sizes(region_sizes, starts, timestamps, *columns)
+    counts = np.diff(np.append(starts, n))
+    header_rows, max_timestamps = _header_rows(options, base_offset, starts, counts, timestamps)
+    if not uncompressed:
+        data = np.empty(int(region_sizes.sum()), dtype=np.uint8)
+        loops.write_batches(data, None, starts, timestamps, *columns)
+        yield _compress_regions(
+            memoryview(data), region_sizes, header_rows, starts, counts, max_timestamps,
+            base_offset, options,
         )  # fmt: skip
         return
-    data = np.empty(int(region_sizes.sum()), dtype=np.uint8)
-    loops.write_batches(data, None, starts, timestamps, *columns)
-    yield _compress_regions(
-        memoryview(data),
-        region_sizes,
-        header_rows,
-        starts,
-        counts,
-        max_timestamps,
-        base_offset,
-        options,
-    )
+    sizes = region_sizes + RECORD_BATCH_OVERHEAD
+    _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
+    header_rows["length"] = sizes - LOG_OVERHEAD
+    if chunks is None:
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        loops.write_batches(out, header_rows, starts, timestamps, *columns)
+        yield _finish(out, sizes, starts, counts, max_timestamps, base_offset, crcs=False)
+        return
+    yield from _native_pieces(
+        loops, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
+        base_offset, *chunks,
+    )  # fmt: skip
+
+
+def _rows(
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None], r0: int, r1: int
+) -> list[NativeColumn | None]:
+    """The columns' rows [r0, r1) for the C loops (zero-copy)."""
+    return [None if c is None else (c[0][r0 : r1 + 1], c[1], c[2] + r0, c[3]) for c in columns]
+
+
+def _native_stream(
+    loops: Any,
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
+    timestamps: np.ndarray,
+    context: np.ndarray,
+    options: BatchOptions,
+    base_offset: int,
+    chunk_bytes: int,
+    buffers: int,
+) -> Iterator[EncodedBatches]:
+    """Plan, fill and yield one piece of about `chunk_bytes` at a time (buffer k % `buffers`).
+
+    Planning from a piece's first batch gives the batches a whole plan would (see
+    `plan_batches`), and `_batches_fit` has ruled out a batch over max_message_bytes.
+    """
+    n = timestamps.shape[0]
+    split = _split_parameters(options)
+    starts_room = np.empty(n, dtype=np.int64)
+    sizes_room = np.empty(n, dtype=np.int64)
+    # each record's size from the plan, for the write (an int32 fits when batches do)
+    bodies = np.empty(n, dtype=np.int32) if options.max_message_bytes <= INT32_MAX else None
+    pool: list[np.ndarray] = []
+    row = piece = 0
+    while row < n:
+        count, next_row = loops.plan_batches(
+            starts_room, sizes_room, timestamps, context, *columns, *split, row, chunk_bytes,
+            bodies,
+        )  # fmt: skip
+        starts = starts_room[:count].copy()
+        sizes = sizes_room[:count] + RECORD_BATCH_OVERHEAD
+        counts = np.diff(np.append(starts, next_row))
+        header_rows, max_timestamps = _header_rows(
+            options, base_offset, starts, counts, timestamps[:next_row]
+        )
+        _check_sizes(sizes, starts, base_offset, options.max_message_bytes)  # (cannot fail)
+        header_rows["length"] = sizes - LOG_OVERHEAD
+        total = int(sizes.sum())
+        slot = piece % buffers
+        if slot == len(pool):
+            pool.append(np.empty(max(total, chunk_bytes), dtype=np.uint8))
+        elif pool[slot].shape[0] < total:
+            pool[slot] = np.empty(total, dtype=np.uint8)
+        out = pool[slot][:total]
+        piece_starts = starts - row
+        loops.write_batches(
+            out, header_rows, piece_starts, timestamps[row:next_row],
+            *_rows(columns, row, next_row), bodies,
+        )  # fmt: skip
+        yield _finish(
+            out, sizes, piece_starts, counts, max_timestamps, base_offset + row, crcs=False
+        )
+        row, piece = next_row, piece + 1
 
 
 def _native_pieces(
@@ -1448,9 +1511,10 @@ def _native_pieces(
     timestamps: np.ndarray,
     base_offset: int,
     chunk_bytes: int,
+    buffers: int,
 ) -> Iterator[EncodedBatches]:
-    """Uncompressed batches in pieces of about `chunk_bytes` (at least one batch each), every
-    piece written over the previous one in a single buffer."""
+    """Batches planned as a whole, written in pieces of about `chunk_bytes` (at least one
+    batch each), piece k into buffer k % `buffers`."""
     n = timestamps.shape[0]
     batch_count = starts.shape[0]
     ends = np.cumsum(sizes)
@@ -1461,14 +1525,17 @@ def _native_pieces(
         firsts.append(max(stop, firsts[-1] + 1))
     bounds = np.asarray(firsts, dtype=np.int64)
     piece_bytes = np.diff(np.concatenate(([0], ends))[bounds])
-    buffer = np.empty(int(piece_bytes.max()), dtype=np.uint8)
+    room = int(piece_bytes.max())
+    pool = [np.empty(room, dtype=np.uint8) for _ in range(min(buffers, len(firsts) - 1))]
     row_starts = np.append(starts, n)
-    for b0, b1 in zip(firsts[:-1], firsts[1:], strict=True):
+    for k, (b0, b1) in enumerate(zip(firsts[:-1], firsts[1:], strict=True)):
+        buffer = pool[k % len(pool)]
         r0, r1 = int(row_starts[b0]), int(row_starts[b1])
-        rows = [None if c is None else (c[0][r0 : r1 + 1], c[1], c[2] + r0, c[3]) for c in columns]
         piece_starts = starts[b0:b1] - r0
         out = buffer[: int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))]
-        loops.write_batches(out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *rows)
+        loops.write_batches(
+            out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *_rows(columns, r0, r1)
+        )
         yield _finish(
             out,
             sizes[b0:b1],

@@ -17,6 +17,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog_core.errors import RecordTooLargeError
 from kafkalog_core.record import encoder
 from kafkalog_core.record.batch import Compression, TimestampType
 from kafkalog_core.record.encoder import BatchOptions, encode_records, encode_records_chunked
@@ -279,14 +280,78 @@ def test_write_batches_refuses_a_short_buffer_instead_of_overrunning_it():
 
 
 @needs_native
-def test_plan_batches_leaves_decreasing_timestamps_to_numpy():
-    n = 4
-    column = (np.zeros(n + 1, np.int64), None, 0, None)
-    out = np.empty(n, np.int64), np.empty(n, np.int64)
-    args = (column, column, None, 1000, 10, 1)
-    assert native.plan_batches(*out, np.array([1, 2, 2, 3]), np.zeros(0, np.int64), *args) == 1
-    assert native.plan_batches(*out, np.array([1, 2, 1, 3]), np.zeros(0, np.int64), *args) == -1
-    assert native.plan_batches(*out, np.array([5, 6, 7, 8]), np.array([9]), *args) == -1
+def test_non_decreasing_checks_context_and_timestamps():
+    empty = np.zeros(0, np.int64)
+    assert native.non_decreasing(empty, np.array([1, 2, 2, 3]))
+    assert not native.non_decreasing(empty, np.array([1, 2, 1, 3]))
+    assert not native.non_decreasing(np.array([9]), np.array([5, 6, 7, 8]))
+    assert not native.non_decreasing(np.array([3, 2]), np.array([5]))
+    assert native.non_decreasing(np.array([1, 5]), np.array([5, 6]))
+
+
+@needs_native
+@pytest.mark.parametrize("piece_bytes", [1, 700, 5000])
+def test_plan_batches_restarts_at_any_batch_start(piece_bytes):
+    """Pieces planned one after another, each from where the last stopped, are the batches of
+    one whole plan; each piece stays within piece_bytes unless it is a single batch."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    values = pa.array([rng.bytes(int(rng.integers(0, 120))) for _ in range(n)])
+    keys = pa.array([None if i % 5 == 0 else b"k%d" % i for i in range(n)])
+    timestamps = np.cumsum(rng.integers(0, 50, n))
+    context = np.zeros(0, np.int64)
+    columns = (encoder.native.column(keys), encoder.native.column(values), None)
+    split = encoder._split_parameters(BatchOptions(max_batch_bytes=600))
+    starts, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
+    count, end = native.plan_batches(
+        starts, sizes, timestamps, context, *columns, *split, 0, 2**63 - 1
+    )
+    whole = list(zip(starts[:count].tolist(), sizes[:count].tolist(), strict=True))
+    assert end == n and count > 20
+    pieces, row = [], 0
+    while row < n:
+        count, end = native.plan_batches(
+            starts, sizes, timestamps, context, *columns, *split, row, piece_bytes
+        )
+        assert count >= 1 and end > row
+        piece = list(zip(starts[:count].tolist(), sizes[:count].tolist(), strict=True))
+        assert count == 1 or sum(size + 61 for _, size in piece) <= piece_bytes
+        assert piece[0][0] == row
+        pieces += piece
+        row = end
+    assert pieces == whole
+
+
+@needs_native
+def test_chunked_encode_refuses_an_oversize_record_before_the_first_piece():
+    """Appending pieces must be all-or-nothing: a record over max.message.bytes is refused
+    before anything is yielded, wherever it is."""
+    n = 5000
+    values = [b"v" * 50] * n
+    values[-1] = b"x" * 3000  # the last record alone is over the limit
+    table = pa.table({"value": values, "timestamp": pa.array(np.arange(n))})
+    opts = BatchOptions(max_batch_bytes=1000, max_message_bytes=2000)
+    pieces = encode_records_chunked(table, options=opts, chunk_bytes=4000, buffers=2)
+    with pytest.raises(RecordTooLargeError, match="max_message_bytes=2000"):
+        next(pieces)
+
+
+@needs_native
+def test_chunked_encode_streams_a_record_larger_than_the_batch_target():
+    """A record over max_batch_bytes (but within max.message.bytes) gets a batch of its own,
+    in the streamed pieces exactly as in the whole encode."""
+    n = 400
+    values = [b"v" * 30] * n
+    values[200] = b"x" * 5000
+    table = pa.table({"value": values, "timestamp": pa.array(np.arange(n))})
+    opts = BatchOptions(max_batch_bytes=1000, max_message_bytes=10_000)
+    whole = encode_records(table, options=opts)
+    streamed = b"".join(
+        bytes(p.buffer)
+        for p in encode_records_chunked(table, options=opts, chunk_bytes=3000, buffers=2)
+    )
+    assert streamed == bytes(whole.buffer)
+    assert 5000 < int(whole.sizes.max()) <= 10_000
 
 
 def test_numpy_path_is_what_runs_without_the_extension(monkeypatch):
