@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -344,33 +344,60 @@ class PartitionLog:
         now_ms: int | None = None,
         max_batch_bytes: int | None = None,
         options: Any = None,
+        write_behind: bool = True,
     ) -> AppendInfo:
         """Encode `table` (key/value/timestamp/headers columns) at the LEO and append it.
 
         Codec, level and timestamp type come from the config; LogAppendTime stamps `now_ms`.
         Batches target `max_batch_bytes` (default 1 MiB), capped by max.message.bytes and
         segment.bytes. `options` overrides everything (its epoch is still stamped over).
+
+        The encode streams in pieces of a few MiB. With `write_behind` (the default) a second
+        thread appends piece k while piece k + 1 is encoded (the C encoder and the file write
+        both run without the GIL); the files are the same either way.
         """
         from kafkalog_core.record.encoder import DEFAULT_CHUNK_BYTES, encode_records_chunked
 
         self._check_open()
         now = _now(now_ms)
         opts = options if options is not None else self.batch_options(now, max_batch_bytes)
-        # Streaming pieces through one buffer is all-or-nothing only when every batch the
-        # encoder accepts also passes append_batches' size limits; otherwise one piece.
+        # Appending in pieces is all-or-nothing only when every batch the encoder accepts also
+        # passes append_batches' size limits; otherwise one piece.
         max_message = int(getattr(self.config, "max_message_bytes", 1048588))
         limit = min(max_message, int(self.config.segment_bytes))
         chunk = None if opts.max_message_bytes > limit else DEFAULT_CHUNK_BYTES
-        infos = [
-            self.append_batches(piece, now_ms=now)
-            for piece in encode_records_chunked(
-                table, base_offset=self._next_offset, options=opts, chunk_bytes=chunk
-            )
-        ]
+        pieces = encode_records_chunked(
+            table,
+            base_offset=self._next_offset,
+            options=opts,
+            chunk_bytes=chunk,
+            buffers=2 if write_behind else 1,
+        )
+        if write_behind and chunk is not None:
+            infos = self._append_behind(pieces, now)
+        else:
+            infos = [self.append_batches(piece, now_ms=now) for piece in pieces]
         info = _merge_append_infos(infos)
         if opts.log_append_time_ms is not None:
             info.log_append_time_ms = opts.log_append_time_ms
         return info
+
+    def _append_behind(self, pieces: Iterator[EncodedBatches], now: int) -> list[AppendInfo]:
+        """append_batches of each piece on one writer thread, overlapping the next piece's
+        encode (which the encoder writes into the other of its two buffers). Pieces are
+        appended in order, one at a time; the first failure stops the stream and is raised."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        infos: list[AppendInfo] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-append") as writer:
+            pending: Future[AppendInfo] | None = None
+            for piece in pieces:  # the encode of this piece ran while `pending` was written
+                if pending is not None:
+                    infos.append(pending.result())
+                pending = writer.submit(self.append_batches, piece, now_ms=now)
+            if pending is not None:
+                infos.append(pending.result())
+        return infos
 
     def append_batches(self, encoded: EncodedBatches, *, now_ms: int | None = None) -> AppendInfo:
         """Append ready batches; the first base offset must be the LEO. Rolls as Kafka does (§5).

@@ -411,44 +411,31 @@ class LogSegment:
         sizes = encoded.sizes
         first_pos = int(positions[start])
         end_pos = int(positions[stop - 1]) + int(sizes[stop - 1])
-        last_offsets = encoded.last_offsets[start:stop].tolist()
-        max_timestamps = encoded.max_timestamps[start:stop].tolist()
-        size_list = sizes[start:stop].tolist()
-        self._check_offset_in_range(last_offsets[-1])
+        last_offsets = encoded.last_offsets[start:stop]
+        max_timestamps = encoded.max_timestamps[start:stop]
+        batch_sizes = sizes[start:stop]
+        self._check_offset_in_range(int(last_offsets[-1]))
         self._check_offset_in_range(int(encoded.base_offsets[start]))
         if self._size == 0:
-            self._rolling_based_timestamp = max_timestamps[0]
+            self._rolling_based_timestamp = int(max_timestamps[0])
         self._write(memoryview(encoded.buffer)[first_pos:end_pos])
         max_ts, max_off = self._max_ts()
-        since = self._bytes_since_last_index_entry
-        interval = self.index_interval_bytes
-        position = self._size
-        index_offsets: list[int] = []
-        index_positions: list[int] = []
-        time_stamps: list[int] = []
-        time_offsets: list[int] = []
-        for last_offset, ts, size in zip(last_offsets, max_timestamps, size_list, strict=True):
-            if ts > max_ts:
-                max_ts, max_off = ts, last_offset
-            if since > interval:
-                index_offsets.append(last_offset)
-                index_positions.append(position)
-                time_stamps.append(max_ts)
-                time_offsets.append(max_off)
-                since = 0
-            since += size
-            position += size
-        if index_offsets:
-            self.offset_index.append_many(
-                np.asarray(index_offsets, dtype=np.int64),
-                np.asarray(index_positions, dtype=np.int64),
-            )
-            self.time_index.maybe_append_many(
-                np.asarray(time_stamps, dtype=np.int64), np.asarray(time_offsets, dtype=np.int64)
-            )
+        # the segment's (max timestamp, its offset) after each batch: a running max that keeps
+        # the first offset reaching it, as `append` does batch by batch
+        before = np.maximum.accumulate(np.concatenate(([max_ts], max_timestamps)))
+        raised = max_timestamps > before[:-1]
+        owner = np.maximum.accumulate(np.where(raised, np.arange(raised.shape[0]), -1))
+        running_off = np.where(owner >= 0, last_offsets[np.maximum(owner, 0)], max_off)
+        entries, since = _index_entries(
+            batch_sizes, self._bytes_since_last_index_entry, self.index_interval_bytes
+        )
+        positions_in = self._size + np.concatenate(([0], np.cumsum(batch_sizes[:-1])))
+        if entries.size:
+            self.offset_index.append_many(last_offsets[entries], positions_in[entries])
+            self.time_index.maybe_append_many(before[1:][entries], running_off[entries])
         self._bytes_since_last_index_entry = since
-        self._max_ts_and_offset = (max_ts, max_off)
-        self._size = position
+        self._max_ts_and_offset = (int(before[-1]), int(running_off[-1]))
+        self._size = end_pos - first_pos + self._size
 
     # ---- header walking --------------------------------------------------------------------------
     def _headers_from(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
@@ -1073,3 +1060,24 @@ def verify_time_index(segment: LogSegment) -> list[str]:
     if np.any(np.diff(ts_col) <= 0) or np.any(np.diff(off_col) < 0):
         problems.append(f"{segment.time_index.path}: entries not increasing")
     return problems
+
+
+def _index_entries(sizes: np.ndarray, since: int, interval: int) -> tuple[np.ndarray, int]:
+    """Kafka's index rule over consecutive appends of `sizes` bytes: which appends get an
+    index entry (bytes since the last entry > interval, checked before the append is counted)
+    and the bytes since the last entry afterwards.
+
+    When every append is larger than the interval, each one after the first gets an entry (the
+    first if `since` already exceeds it): no loop. Otherwise a loop over plain ints.
+    """
+    n = sizes.shape[0]
+    if n and int(sizes.min()) > interval:
+        entries = np.arange(0 if since > interval else 1, n)
+        return entries, int(sizes[-1]) + (since if n == 1 and since <= interval else 0)
+    hits: list[int] = []
+    for i, size in enumerate(sizes.tolist()):
+        if since > interval:
+            hits.append(i)
+            since = 0
+        since += size
+    return np.asarray(hits, dtype=np.int64), since

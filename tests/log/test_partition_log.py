@@ -301,19 +301,30 @@ def test_size_and_segments_api(tmp_path: Path) -> None:
     assert np.all(np.diff([s.base_offset for s in log.segments]) > 0)
 
 
+@pytest.mark.parametrize("write_behind", [True, False])
 @pytest.mark.parametrize("chunk", [1, 3000, 1 << 30])
 def test_streamed_append_records_writes_the_same_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, write_behind: bool
 ) -> None:
     """append_records streams the encode in pieces through one buffer; the files (segments,
     rolls, both indexes, checkpoints) are those of one append_batches of the whole encode."""
     from kafkalog_core.record import encoder
 
     monkeypatch.setattr(encoder, "DEFAULT_CHUNK_BYTES", chunk)
-    config = cfg(segment_bytes=20_000, index_interval_bytes=700)
+    # max.message.bytes within segment.bytes: append_records may stream (see there)
+    config = cfg(segment_bytes=20_000, index_interval_bytes=700, max_message_bytes=5000)
     rows = table(3000, value_size=32)
+    pieces = []
+    real = PartitionLog.append_batches
+
+    def counting(self, encoded, **kw):
+        pieces.append(len(encoded))
+        return real(self, encoded, **kw)
+
+    monkeypatch.setattr(PartitionLog, "append_batches", counting)
     streamed = PartitionLog.create(tmp_path / "a-0", config, leader_epoch=2)
-    info = streamed.append_records(rows, now_ms=0, max_batch_bytes=900)
+    info = streamed.append_records(rows, now_ms=0, max_batch_bytes=900, write_behind=write_behind)
+    assert (len(pieces) > 10) == (chunk < 1 << 30)
     whole = PartitionLog.create(tmp_path / "b-0", config, leader_epoch=2)
     expected = whole.append_batches(
         encode_records(rows, options=whole.batch_options(0, 900)), now_ms=0
@@ -338,3 +349,35 @@ def test_append_records_too_large_for_segment_appends_nothing(tmp_path: Path) ->
     with pytest.raises(RecordTooLargeError, match="segment.bytes"):
         log.append_records(rows, now_ms=0, max_batch_bytes=500)
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
+
+
+def test_write_behind_failure_reaches_the_caller_and_leaves_whole_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append failing on the writer thread is raised by append_records; the pieces before
+    it are whole and the log stays consistent (LEO = what was appended; it reopens)."""
+    from kafkalog_core.record import encoder
+
+    monkeypatch.setattr(encoder, "DEFAULT_CHUNK_BYTES", 4000)
+    config = cfg(segment_bytes=50_000, max_message_bytes=10_000)  # pieces: see append_records
+    log = PartitionLog.create(tmp_path / "t-0", config, leader_epoch=0)
+    real = PartitionLog.append_batches
+    calls = []
+
+    def failing(self, encoded, **kw):
+        calls.append(len(encoded))
+        if len(calls) == 3:
+            raise OSError("disk full (injected)")
+        return real(self, encoded, **kw)
+
+    monkeypatch.setattr(PartitionLog, "append_batches", failing)
+    with pytest.raises(OSError, match="injected"):
+        log.append_records(table(2000, value_size=32), now_ms=0, max_batch_bytes=900)
+    assert len(calls) == 3
+    leo = log.log_end_offset
+    assert 0 < leo < 2000
+    log.close()
+    monkeypatch.setattr(PartitionLog, "append_batches", real)
+    reopened = PartitionLog.open(tmp_path / "t-0", config)
+    assert reopened.log_end_offset == leo
+    assert reopened.read_records(0).num_rows == leo

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kafkalog_core.errors import LogSegmentOffsetOverflowError
@@ -348,3 +349,25 @@ def test_indexes_look_valid_detects_padding_and_too_long(tmp_path: Path) -> None
     assert seg_at(tmp_path, 40).indexes_look_valid() is not None
     seg.index_path.write_bytes(good + struct.pack(">ii", 30, 99999))
     assert seg_at(tmp_path, 40).indexes_look_valid() is not None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_index_entries_equal_the_rule_applied_append_by_append(seed: int) -> None:
+    """The vectorized index rule (every append larger than the interval) and its loop give
+    what Kafka's rule gives one append at a time."""
+    from kafkalog_core.log.segment import _index_entries
+
+    rng = np.random.default_rng(seed)
+    interval = int(rng.integers(1, 5000))
+    low = interval + 1 if seed % 2 else 1  # half the cases: every append beyond the interval
+    sizes = rng.integers(low, low + 9000, int(rng.integers(0, 30)))
+    since = int(rng.integers(0, 2 * interval))
+    expected, left = [], since
+    for i, size in enumerate(sizes.tolist()):
+        if left > interval:
+            expected.append(i)
+            left = 0
+        left += size
+    entries, after = _index_entries(sizes.astype(np.int64), since, interval)
+    assert entries.tolist() == expected
+    assert after == left
