@@ -13,7 +13,9 @@
 # (PYSPARK_PYTHON). For any other master, kafkalog_core + jobs are zipped and shipped with
 # --py-files; executors still need the third-party packages (numpy, pyarrow, crc32c, cramjam,
 # lz4, zstandard, pyyaml): ship a packed venv with --archives and point
-# spark.pyspark.python at it, or install them on the cluster nodes.
+# spark.pyspark.python at it, or install them on the cluster nodes. A zip cannot carry the
+# compiled C loops (kafkalog_core/_native): executors then use the numpy path (same bytes,
+# slower) unless kafkalog itself is installed in that venv.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
