@@ -373,7 +373,8 @@ class PartitionLog:
             chunk_bytes=chunk,
             buffers=2 if write_behind else 1,
         )
-        if write_behind and chunk is not None:
+        # a table smaller than one piece has nothing to overlap: no thread for it
+        if write_behind and chunk is not None and _table_bytes(table) > chunk:
             infos = self._append_behind(pieces, now)
         else:
             infos = [self.append_batches(piece, now_ms=now) for piece in pieces]
@@ -1067,6 +1068,13 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
                 control = _control_type(memoryview(seg.read_batch_bytes(header)), header)
             tracker.on_batch(header, control)
         tracker.map_end_offset = header.last_offset + 1
+
+
+def _table_bytes(table: Any) -> int:
+    """Arrow's buffer size of `table` (a Table/RecordBatch or a mapping of columns)."""
+    if hasattr(table, "nbytes"):
+        return int(table.nbytes)
+    return sum(int(getattr(column, "nbytes", 0)) for column in table.values())
 
 
 def _merge_append_infos(infos: list[AppendInfo]) -> AppendInfo:
