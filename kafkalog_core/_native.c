@@ -618,6 +618,7 @@ static uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t 
     int64_t base_ts = r.timestamps[start];
     for (Py_ssize_t i = start; i < end; i++) {
         int64_t klen = view_length(&r.key, i), vlen = view_length(&r.value, i);
+        if (klen < -1 || vlen < -1) goto backwards;
         int64_t body = bodies ? bodies[i] : record_body(&r, record_fixed(&r, i), i, start);
         if ((int64_t)(limit - p) < body + varint_size(zigzag(body))) {
             *why = "output buffer too small for the records";
@@ -641,6 +642,9 @@ static uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t 
     return p;
 outside:
     *why = "a column's offsets point outside its data";
+    return NULL;
+backwards:
+    *why = "a column's offsets decrease";
     return NULL;
 }
 
@@ -836,7 +840,7 @@ static PyObject *murmur2_column(PyObject *self, PyObject *args) {
 
 PyDoc_STRVAR(max_length_doc,
              "max_length(n, column) -> int: the longest of the column's n rows in bytes\n"
-             "(-1 when every row is null).");
+             "(-1 when every row is null). ValueError when its offsets decrease.");
 
 static PyObject *max_length(PyObject *self, PyObject *args) {
     Py_ssize_t n;
@@ -846,15 +850,24 @@ static PyObject *max_length(PyObject *self, PyObject *args) {
     if (get_column(spec, n, &c, "column") < 0) return NULL;
     const colview_t v = view_of(&c);
     int64_t longest = -1;
+    Py_ssize_t backwards = -1;
     if (c.present) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t len = view_length(&v, i);
-            if (len > longest) longest = len;
+            int64_t len = view_offset(&v, i + 1) - view_offset(&v, i);
+            if (len < 0) { /* malformed offsets, null or not: refuse, do not guess */
+                backwards = i;
+                break;
+            }
+            if (len > longest && view_length(&v, i) >= 0) longest = len;
         }
         Py_END_ALLOW_THREADS
     }
     release_column(&c);
+    if (backwards >= 0) {
+        PyErr_Format(PyExc_ValueError, "column offsets decrease at row %zd", backwards);
+        return NULL;
+    }
     return PyLong_FromLongLong(longest);
 }
 

@@ -273,6 +273,13 @@ def test_write_batches_refuses_a_short_buffer_instead_of_overrunning_it():
         native.region_sizes(
             np.zeros(1, np.int64), np.array([3], np.int64), timestamps, column, column, None
         )
+    backwards = (np.array([0, 9, 3, 6, 12] + [12] * (n - 4), np.int64), None, 0, b"x" * 40)
+    with pytest.raises(ValueError, match="decrease"):
+        native.write_batches(
+            np.zeros(10_000, np.uint8), header, starts, timestamps, backwards, column, None
+        )
+    with pytest.raises(ValueError, match="decrease at row 1"):
+        native.max_length(n, backwards)
     with pytest.raises(ValueError, match="validity"):
         native.region_sizes(
             np.zeros(1, np.int64), starts, timestamps, (offsets, b"", 0, None), column, None
