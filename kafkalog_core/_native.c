@@ -4,16 +4,19 @@
  * Optional accelerator; each caller keeps a numpy path that gives the same results, and the
  * tests hold the two to that.
  *
- * Encoder. `kafkalog_core.record.encoder` decides the batch boundaries and fills
- * the 61-byte headers with numpy (per batch); this module does what is left per record, which
- * numpy/Arrow can only do in several passes over memory:
+ * Encoder. `kafkalog_core.record.encoder` fills the 61-byte headers with numpy (per batch);
+ * this module does what is per record, which numpy/Arrow can only do in several passes:
  *
- *   region_sizes  - the exact bytes of each batch's records region (varint sizes of the
- *                   deltas, lengths and the record length itself);
- *   write_batches - header | records ... for every batch, back to back, and each batch's
- *                   CRC-32C (Castagnoli, over attributes..end, stored big-endian at byte 17)
- *                   while the batch is still in cache; without headers it writes only the
- *                   records regions, for the compressed path.
+ *   non_decreasing - whether the timestamps allow the C split;
+ *   plan_batches   - the batch split of encoder._split_batches (non-decreasing timestamps)
+ *                    with each batch's exact size, restartable at any batch start so that an
+ *                    append can plan and write one piece at a time;
+ *   region_sizes   - exact sizes for batches the numpy split chose (any timestamps);
+ *   write_batches  - header | records ... for every batch, back to back, and each batch's
+ *                    CRC-32C (Castagnoli, over attributes..end, stored big-endian at byte 17)
+ *                    while the batch is still in cache; without headers it writes only the
+ *                    records regions, for the compressed path;
+ *   max_length     - the longest row of a column (the up-front size bound of a stream).
  *
  * A record (KAFKA_LOG_FACTS.md 1.3):
  *   length | attributes(0) | timestampDelta | offsetDelta | keyLength | key | valueLength | value
