@@ -70,7 +70,6 @@ SWAP_SUFFIX = ".swap"
 _RECOVERY_CHUNK = (
     32 << 20
 )  # bytes read at once by recover(); batches larger than this get their own read
-_HAVE_PREADV = hasattr(os, "preadv")  # Linux, BSDs, macOS 11+
 _SCAN_CHUNK = 64 << 10  # bytes read at once by lookups that walk a few batches
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -719,19 +718,11 @@ class LogSegment:
             self._dirty = False
         fd = fh.fileno()
         stop = False
-        # one buffer for every chunk: a fresh 32 MiB bytes object per read is page-faulted in
-        # each time, which cost as much as the CRCs
-        room = bytearray(min(_RECOVERY_CHUNK, size)) if _HAVE_PREADV else None
         while not stop and chunk_start < size - HEADER_SIZE_UP_TO_MAGIC:
             want = min(_RECOVERY_CHUNK, size - chunk_start)
-            chunk: bytes | bytearray
-            if room is not None:
-                n = os.preadv(fd, [memoryview(room)[:want]], chunk_start)
-                chunk = room
-            else:
-                chunk = os.pread(fd, want, chunk_start)
-                n = len(chunk)
+            chunk = os.pread(fd, want, chunk_start)
             view = memoryview(chunk)
+            n = len(chunk)
             p = 0
             progressed = False
             while p < n - HEADER_SIZE_UP_TO_MAGIC:
