@@ -335,44 +335,17 @@ def _maybe_fail(settings: WriterSettings, task_index: int, batches_seen: int) ->
         raise InjectedFailure(f"injected failure in task {task_index} after {batches_seen} batches")
 
 
-def _group_keys(batch: pa.RecordBatch) -> np.ndarray:
-    """A sortable int64 per row that orders by (topic name, partition).
-
-    Topic ranks come from the sorted distinct names of this batch, so the order of the groups
-    is the (topic, partition) order whatever dictionary Arrow built.
-    """
-    encoded = pc.dictionary_encode(batch.column("topic"))
-    names = encoded.dictionary.to_pylist()
-    order = sorted(range(len(names)), key=names.__getitem__)
-    ranks = np.empty(len(names), dtype=np.int64)
-    ranks[order] = np.arange(len(names), dtype=np.int64)
-    indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    partitions = batch.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
-    return (ranks[indices] << 32) | partitions
-
-
-def group_by_partition(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The rows of `batch` grouped by (topic, partition), keeping their order within a group.
-
-    A stable sort: a partition's records keep the source order the task received them in.
-    """
-    if batch.num_rows < 2:
-        return batch
-    keys = _group_keys(batch)
-    if bool(np.all(keys[1:] >= keys[:-1])):
-        return batch
-    return batch.take(pa.array(np.argsort(keys, kind="stable")))
-
-
 def partition_groups(
     batch: pa.RecordBatch,
 ) -> tuple[np.ndarray | None, list[tuple[str, int, int, int]]]:
-    """How `group_by_partition` + `partition_runs` would split `batch`, without copying it.
+    """The rows of `batch` grouped by (topic name, partition), without copying it.
 
-    Returns the stable order that groups the rows by (topic, partition) (None when they are
-    grouped already) and each group's (topic, partition, start, stop) in that order; the caller
-    takes only the columns it writes. Group codes that fit 16 bits (the usual case: a few
-    topics and partitions) sort with numpy's radix sort.
+    Returns the stable order that groups them (None when they are grouped already): a
+    partition's records keep the order the task received them in (the source order). Also
+    each group's (topic, partition, start, stop) in that order, as `partition_runs` gives for
+    the grouped rows; the caller takes only the columns it writes. Topic ranks come from the
+    sorted distinct names, whatever dictionary Arrow built. Group codes that fit 16 bits (the
+    usual case: a few topics and partitions) sort with numpy's radix sort.
     """
     n = batch.num_rows
     if n == 0:

@@ -14,7 +14,6 @@ from jobs.ingestion.writer import (
     InjectedFailure,
     WriterSettings,
     count_task,
-    group_by_partition,
     partition_groups,
     partition_runs,
     write_task,
@@ -193,7 +192,12 @@ def test_direct_task_writes_what_the_sorted_task_writes(tmp_path, chunk_bytes):
         assert _staged(manifests) == expected
 
 
-def test_group_by_partition_is_stable_and_orders_topics_by_name():
+def _grouped(batch: pa.RecordBatch) -> pa.RecordBatch:
+    order, _ = partition_groups(batch)
+    return batch if order is None else batch.take(pa.array(order))
+
+
+def test_partition_groups_is_stable_and_orders_topics_by_name():
     batch = pa.RecordBatch.from_pydict(
         {
             "topic": ["z", "a", "z", "a", "a"],
@@ -201,15 +205,16 @@ def test_group_by_partition_is_stable_and_orders_topics_by_name():
             "value": [b"0", b"1", b"2", b"3", b"4"],
         }
     )
-    grouped = group_by_partition(batch)
+    grouped = _grouped(batch)
     assert grouped.column("value").to_pylist() == [b"3", b"1", b"4", b"0", b"2"]
     assert list(partition_runs(grouped)) == [("a", 0, 0, 1), ("a", 1, 1, 3), ("z", 0, 3, 5)]
+    assert partition_groups(batch)[1] == [("a", 0, 0, 1), ("a", 1, 1, 3), ("z", 0, 3, 5)]
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_partition_groups_equals_grouping_then_runs(seed):
-    """The direct writer's grouping (order + runs, no copy) is group_by_partition followed by
-    partition_runs: same stable order, same runs - small codes (radix sort) and large ones."""
+def test_partition_groups_equals_a_stable_sort_then_runs(seed):
+    """The direct writer's grouping (order + runs, no copy) is a stable sort by (topic name,
+    partition) followed by partition_runs - small codes (radix sort) and large ones."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 400))
     topics = ["orders", "a", "zeta", "m"][: int(rng.integers(1, 5))]
@@ -222,9 +227,11 @@ def test_partition_groups_equals_grouping_then_runs(seed):
         }
     )
     if seed % 4 == 0:
-        batch = group_by_partition(batch)  # already grouped: no order needed
+        batch = _grouped(batch)  # already grouped: no order needed
     order, groups = partition_groups(batch)
-    grouped = group_by_partition(batch)
+    names, parts = batch.column("topic").to_pylist(), batch.column("partition").to_pylist()
+    expected = sorted(range(n), key=lambda i: (names[i], parts[i]))  # Python's sort is stable
+    grouped = batch.take(pa.array(expected))
     taken = batch if order is None else batch.take(pa.array(order))
     assert taken.column("value").to_pylist() == grouped.column("value").to_pylist()
     assert groups == list(partition_runs(grouped))
