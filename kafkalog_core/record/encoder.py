@@ -1096,8 +1096,8 @@ def encode_records_chunked(
 ) -> Iterator[EncodedBatches]:
     """`encode_records` in pieces of whole batches of about `chunk_bytes`, for writing as you go.
 
-    The batches are exactly `encode_records`' (the split is decided for all records first, and
-    every check runs before the first piece is yielded). Uncompressed with the C loops, the
+    The batches are exactly `encode_records`', and every check runs before the first piece is
+    yielded (oversize batches included: see `_batches_fit`). Uncompressed with the C loops, the
     pieces take turns in `buffers` cache-sized buffers: a log append streams through them
     instead of materializing the whole encode. Piece k's bytes stay valid until piece
     k + `buffers` is asked for (with 2, one piece can be written while the next is encoded);
@@ -1482,13 +1482,7 @@ def _native_stream(
         )
         _check_sizes(sizes, starts, base_offset, options.max_message_bytes)  # (cannot fail)
         header_rows["length"] = sizes - LOG_OVERHEAD
-        total = int(sizes.sum())
-        slot = piece % buffers
-        if slot == len(pool):
-            pool.append(np.empty(max(total, chunk_bytes), dtype=np.uint8))
-        elif pool[slot].shape[0] < total:
-            pool[slot] = np.empty(total, dtype=np.uint8)
-        out = pool[slot][:total]
+        out = _piece_buffer(pool, piece % buffers, int(sizes.sum()), chunk_bytes)
         piece_starts = starts - row
         loops.write_batches(
             out, header_rows, piece_starts, timestamps[row:next_row],
@@ -1523,16 +1517,13 @@ def _native_pieces(
         done = int(ends[firsts[-1] - 1]) if firsts[-1] else 0
         stop = int(np.searchsorted(ends, done + chunk_bytes, side="right"))
         firsts.append(max(stop, firsts[-1] + 1))
-    bounds = np.asarray(firsts, dtype=np.int64)
-    piece_bytes = np.diff(np.concatenate(([0], ends))[bounds])
-    room = int(piece_bytes.max())
-    pool = [np.empty(room, dtype=np.uint8) for _ in range(min(buffers, len(firsts) - 1))]
+    pool: list[np.ndarray] = []
     row_starts = np.append(starts, n)
     for k, (b0, b1) in enumerate(zip(firsts[:-1], firsts[1:], strict=True)):
-        buffer = pool[k % len(pool)]
         r0, r1 = int(row_starts[b0]), int(row_starts[b1])
         piece_starts = starts[b0:b1] - r0
-        out = buffer[: int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))]
+        total = int(ends[b1 - 1] - (ends[b0 - 1] if b0 else 0))
+        out = _piece_buffer(pool, k % buffers, total, chunk_bytes)
         loops.write_batches(
             out, header_rows[b0:b1], piece_starts, timestamps[r0:r1], *_rows(columns, r0, r1)
         )
@@ -1545,6 +1536,16 @@ def _native_pieces(
             base_offset + r0,
             crcs=False,
         )
+
+
+def _piece_buffer(pool: list[np.ndarray], slot: int, size: int, least: int) -> np.ndarray:
+    """`size` bytes of the pool's buffer `slot` (made at least `least` bytes, grown when a
+    piece needs more): a piece's bytes stay valid until its slot is taken again."""
+    if slot == len(pool):
+        pool.append(np.empty(max(size, least), dtype=np.uint8))
+    elif pool[slot].shape[0] < size:
+        pool[slot] = np.empty(size, dtype=np.uint8)
+    return pool[slot][:size]
 
 
 def _finish(

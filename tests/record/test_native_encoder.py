@@ -202,6 +202,36 @@ def test_chunked_pieces_are_the_whole_encode(table, chunk):
 
 
 @needs_native
+@pytest.mark.parametrize("timestamps", ["increasing", "random"])  # streamed / whole plan
+def test_with_two_buffers_a_piece_survives_the_next_one(timestamps):
+    """buffers=2: piece k's bytes stay valid while piece k + 1 is encoded (what the
+    write-behind append relies on) - read each piece only after the next has been made."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    stamps = (
+        np.cumsum(rng.integers(0, 9, n))
+        if timestamps == "increasing"
+        else rng.integers(0, 10**6, n)
+    )
+    table = pa.table(
+        {
+            "value": pa.array([rng.bytes(int(rng.integers(1, 200))) for _ in range(n)]),
+            "timestamp": pa.array(stamps),
+        }
+    )
+    opts = BatchOptions(max_batch_bytes=1000)
+    whole = bytes(encode_records(table, options=opts).buffer)
+    held, parts = None, []
+    for piece in encode_records_chunked(table, options=opts, chunk_bytes=5000, buffers=2):
+        if held is not None:
+            parts.append(bytes(held.buffer))  # the previous piece, after this one was written
+        held = piece
+    parts.append(bytes(held.buffer))
+    assert len(parts) > 10
+    assert b"".join(parts) == whole
+
+
+@needs_native
 def test_chunked_pieces_share_one_buffer():
     """The streaming form really reuses its buffer (what makes it cache-sized)."""
     n = 2000
