@@ -363,9 +363,7 @@ class PartitionLog:
         opts = options if options is not None else self.batch_options(now, max_batch_bytes)
         # Appending in pieces is all-or-nothing only when every batch the encoder accepts also
         # passes append_batches' size limits; otherwise one piece.
-        max_message = int(getattr(self.config, "max_message_bytes", 1048588))
-        limit = min(max_message, int(self.config.segment_bytes))
-        chunk = None if opts.max_message_bytes > limit else DEFAULT_CHUNK_BYTES
+        chunk = None if opts.max_message_bytes > min(self._size_limits()) else DEFAULT_CHUNK_BYTES
         pieces = encode_records_chunked(
             table,
             base_offset=self._next_offset,
@@ -427,8 +425,7 @@ class PartitionLog:
             )
         if np.any(last_offsets < base_offsets):
             raise InvalidOffsetError(f"{self.dir}: a batch has last offset < base offset")
-        max_message = int(getattr(self.config, "max_message_bytes", 1048588))
-        segment_bytes = int(self.config.segment_bytes)
+        max_message, segment_bytes = self._size_limits()
         too_big = np.flatnonzero(sizes > min(max_message, segment_bytes))
         if len(too_big):
             i = int(too_big[0])
@@ -459,6 +456,11 @@ class PartitionLog:
             valid_bytes=int(sizes.sum()),
             rolled_segments=rolled,
         )
+
+    def _size_limits(self) -> tuple[int, int]:
+        """(max.message.bytes, segment.bytes): no batch larger than either is appended."""
+        max_message = int(getattr(self.config, "max_message_bytes", 1048588))
+        return max_message, int(self.config.segment_bytes)
 
     def _stamp_leader_epoch(
         self, encoded: EncodedBatches, ples: np.ndarray
