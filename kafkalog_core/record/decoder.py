@@ -40,6 +40,8 @@ from kafkalog_core.record.control import (
     parse_control_record_key,
     parse_end_txn_marker_value,
 )
+from kafkalog_core.record.legacy import decode_legacy_entry
+from kafkalog_core.record.schema import HEADER_STRUCT_TYPE, HEADERS_TYPE, RECORD_SCHEMA
 from kafkalog_core.record.varint import decode_varint, encode_varint
 
 __all__ = [
@@ -50,22 +52,6 @@ __all__ = [
     "decode_records",
     "read_batches",
 ]
-
-HEADER_STRUCT_TYPE = pa.struct(
-    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
-)
-HEADERS_TYPE = pa.list_(HEADER_STRUCT_TYPE)
-
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.int64()),
-        pa.field("timestamp_type", pa.int8()),  # 0 CreateTime, 1 LogAppendTime, -1 none (magic 0)
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("headers", HEADERS_TYPE),
-    ]
-)
 
 # attributes(1) + timestampDelta(>=1) + offsetDelta(>=1) + keyLength(>=1) + valueLength(>=1)
 # + headersCount(>=1): the smallest body a record length varint can announce.
@@ -169,8 +155,6 @@ class RecordBatch:
     def records(self) -> pa.Table:
         """All records of the batch as a RECORD_SCHEMA table (control records included)."""
         if self.header.magic < MAGIC_V2:
-            from kafkalog_core.record.legacy import decode_legacy_entry
-
             return decode_legacy_entry(self._buf, self.header, verify=self._verify)
         return _decode_v2_group(self._buf, [self.header])
 
@@ -248,8 +232,6 @@ def decode_records(
             group_bytes += header.size
         else:
             flush()
-            from kafkalog_core.record.legacy import decode_legacy_entry
-
             parts.append(decode_legacy_entry(view, header, verify=verify))
     flush()
     if not parts:

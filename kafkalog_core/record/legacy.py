@@ -37,6 +37,7 @@ from kafkalog_core.record.batch import (
     BatchHeader,
     Compression,
 )
+from kafkalog_core.record.schema import HEADERS_TYPE, RECORD_SCHEMA
 
 __all__ = ["LegacyMessage", "decode_legacy_entry", "iter_legacy_messages"]
 
@@ -221,8 +222,6 @@ def decode_legacy_entry(
     buf: bytes | bytearray | memoryview, header: BatchHeader, *, verify: bool = True
 ) -> pa.Table:
     """One top-level v0/v1 entry as RECORD_SCHEMA rows (timestamp_type -1 for magic 0)."""
-    from kafkalog_core.record.decoder import HEADERS_TYPE, RECORD_SCHEMA
-
     messages = iter_legacy_messages(buf, header, verify=verify)
     return pa.Table.from_arrays(
         [
