@@ -38,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.commit import meta_root
+from jobs.ingestion.meta import meta_root
 from kafkalog_core.errors import KafkaLogError
 
 if TYPE_CHECKING:

@@ -46,7 +46,8 @@ from typing import Any
 
 from crc32c import crc32c
 
-from kafkalog_core.errors import CorruptRecordError, KafkaLogError, LogDirError
+from jobs.ingestion.meta import IngestError, meta_root
+from kafkalog_core.errors import CorruptRecordError, LogDirError
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -59,10 +60,6 @@ from kafkalog_core.log.checkpoints import (
 )
 from kafkalog_core.log.names import parse_partition_dir_name, partition_dir_name
 from kafkalog_core.record.batch import iter_batch_headers
-
-
-class IngestError(KafkaLogError):
-    """An ingest run cannot proceed safely; the message names the run, partition or file."""
 
 
 class ManifestError(IngestError):
@@ -78,7 +75,6 @@ class PublishError(IngestError):
 
 
 # --- names -------------------------------------------------------------------------------------
-META_SUFFIX = ".kafkalog"
 JOURNAL_NAME = "publish-journal.json"
 MANIFEST_SUFFIX = ".manifest.json"
 ASSEMBLY_DIR = "_publish"  # per run: new partition dirs assembled before the directory rename
@@ -88,14 +84,6 @@ SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$"
 _EXT_ORDER = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
 _SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9._=+-]{1,200}$")
 CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint")
-
-
-def meta_root(output_root: str | os.PathLike[str]) -> Path:
-    """The hidden sibling dir holding staging, journal, lock and history (see module doc)."""
-    root = Path(output_root).absolute()
-    if root.name in ("", ".", ".."):
-        raise IngestError(f"output root {output_root} has no usable directory name")
-    return root.parent / f".{root.name}{META_SUFFIX}"
 
 
 def staging_root(output_root: str | os.PathLike[str], run_id: str) -> Path:

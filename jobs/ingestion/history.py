@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.ingestion.commit import IngestError, meta_root
+from jobs.ingestion.meta import IngestError, meta_root
 
 if TYPE_CHECKING:
     from jobs.ingestion.commit import PublishPlan

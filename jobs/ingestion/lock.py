@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from jobs.ingestion.commit import IngestError, meta_root
+from jobs.ingestion.meta import IngestError, meta_root
 
 LOCK_NAME = "run.lock"
 

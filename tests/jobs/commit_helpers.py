@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 from jobs.ingestion.commit import (
-    META_SUFFIX,
     SEGMENT_FILE,
     TaskManifest,
     copy_segment_for_continuation,
@@ -19,6 +18,7 @@ from jobs.ingestion.commit import (
     segment_file_name,
     task_staging_dir,
 )
+from jobs.ingestion.meta import META_SUFFIX
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, iter_batch_headers, pack_header
 
 
