@@ -493,7 +493,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     stats = pstats.Stats(profiler)
     total = stats.total_tt
     wanted = [
-        ("encode_records", "encoder.py"),
+        ("encode_records", "encode.py"),
         ("append_batches", "partition_log.py"),
         ("close", "partition_log.py"),
         ("fsync_file", "commit.py"),

@@ -444,8 +444,8 @@ def test_chunked_table_and_sliced_arrays():
     assert bytes(encoded.buffer) == scalar_batches(big, encoded)
 
 
-def test_vectorized_varint_words_and_sizes_match_scalar():
-    from kafkalog_core.record.encoder import _varint_words, varint_size_array
+def test_vectorizedvarint_words_and_sizes_match_scalar():
+    from kafkalog_core.record.encoder.varints import varint_size_array, varint_words
     from kafkalog_core.record.varint import encode_varint
 
     values = [0, 1, -1, 63, -64, 64, -65, 8191, -8192, 8192, 2**20, 2**27, 2**31 - 1, -(2**31)]
@@ -455,13 +455,13 @@ def test_vectorized_varint_words_and_sizes_match_scalar():
     assert sizes.tolist() == [len(encode_varint(v)) for v in values]
     for width in range(1, 9):
         fits = [v for v in values if len(encode_varint(v)) <= width]
-        words = _varint_words(np.array(fits, dtype=np.int64), width)
+        words = varint_words(np.array(fits, dtype=np.int64), width)
         for v, w in zip(fits, words.tolist(), strict=True):
             encoded = encode_varint(v)
             assert int(w).to_bytes(8, "little")[: len(encoded)] == encoded, (v, width)
             assert int(w) >> (8 * len(encoded)) == 0, (v, width)
             # the same value on every row takes the one-word path
-            (same,) = np.broadcast_to(_varint_words(np.array([v, v], dtype=np.int64), width), (1,))
+            (same,) = np.broadcast_to(varint_words(np.array([v, v], dtype=np.int64), width), (1,))
             assert int(same) == int(w), (v, width)
 
 

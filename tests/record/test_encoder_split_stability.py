@@ -1,6 +1,6 @@
 """The batch split does not depend on where an encode starts.
 
-A record's size estimate in `_split_batches` depends only on the record and the `most - 1`
+A record's size estimate in `split_batches` depends only on the record and the `most - 1`
 records before it (`most` from max_batch_bytes alone). So for every batch start c of a one-shot
 encode of rows[0:n], encoding rows[c:n] with the timestamps of the (up to) `most - 1` rows before
 c as context gives exactly the one-shot batches from c on, and so does a chunked encode that
@@ -20,10 +20,10 @@ from kafkalog_core.errors import InvalidRecordError
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD
 from kafkalog_core.record.encoder import (
     BatchOptions,
-    _split_batches,
     encode_records,
     split_context_rows,
 )
+from kafkalog_core.record.encoder.split import split_batches
 from kafkalog_core.record.varint import encode_varint
 
 BATCH_BYTES = [62, 68, 100, 200, 500, 1500, 16384]
@@ -182,10 +182,10 @@ def test_split_follows_the_rule(data, max_batch_bytes, context):
     keys, values, timestamps = data
     context = min(context, len(values) - 1)
     fixed = np.array([3 + len(v) for v in values[context:]], dtype=np.int64)
-    starts, _ = _split_batches(fixed, timestamps, max_batch_bytes, context)
+    starts, _ = split_batches(fixed, timestamps, max_batch_bytes, context)
     assert starts.tolist() == _reference_starts(fixed, timestamps, max_batch_bytes, context)
     ordered = np.sort(timestamps)
-    starts, increasing = _split_batches(fixed, ordered, max_batch_bytes, context)
+    starts, increasing = split_batches(fixed, ordered, max_batch_bytes, context)
     assert increasing
     assert starts.tolist() == _reference_starts(fixed, ordered, max_batch_bytes, context)
 

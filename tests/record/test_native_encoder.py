@@ -17,12 +17,14 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog_core import native as kafkalog_native
 from kafkalog_core.errors import RecordTooLargeError
-from kafkalog_core.record import encoder
 from kafkalog_core.record.batch import Compression, TimestampType
 from kafkalog_core.record.encoder import BatchOptions, encode_records, encode_records_chunked
+from kafkalog_core.record.encoder import encode as encode_module
+from kafkalog_core.record.encoder.encode import _split_parameters
 
-native = encoder._native
+native = kafkalog_native.module
 
 
 def test_native_module_is_built_where_required():
@@ -38,7 +40,7 @@ needs_native = pytest.mark.skipif(native is None, reason="C extension not built"
 
 def _encode_both(monkeypatch, table, **kwargs):
     with monkeypatch.context() as m:
-        m.setattr(encoder, "_native", None)
+        m.setattr(encode_module, "_native", None)
         reference = encode_records(table, **kwargs)
     return encode_records(table, **kwargs), reference
 
@@ -337,8 +339,8 @@ def test_plan_batches_restarts_at_any_batch_start(piece_bytes):
     keys = pa.array([None if i % 5 == 0 else b"k%d" % i for i in range(n)])
     timestamps = np.cumsum(rng.integers(0, 50, n))
     context = np.zeros(0, np.int64)
-    columns = (encoder.native.column(keys), encoder.native.column(values), None)
-    split = encoder._split_parameters(BatchOptions(max_batch_bytes=600))
+    columns = (kafkalog_native.column(keys), kafkalog_native.column(values), None)
+    split = _split_parameters(BatchOptions(max_batch_bytes=600))
     starts, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
     count, end = native.plan_batches(
         starts, sizes, timestamps, context, *columns, *split, 0, 2**63 - 1
@@ -393,7 +395,7 @@ def test_chunked_encode_streams_a_record_larger_than_the_batch_target():
 
 def test_numpy_path_is_what_runs_without_the_extension(monkeypatch):
     """KAFKALOG_NATIVE=0 / a missing extension: the same call still encodes (numpy path)."""
-    monkeypatch.setattr(encoder, "_native", None)
+    monkeypatch.setattr(encode_module, "_native", None)
     table = pa.table({"key": pa.array([b"a", None]), "value": pa.array([b"hello", b""])})
     encoded = encode_records(table, options=BatchOptions())
     raw = bytes(encoded.buffer)
