@@ -3,13 +3,13 @@
 Public API of the log engine; index, checkpoint and producer-state types live in their modules.
 """
 
+from kafkalog_core.log.log_loader import LoadReport
 from kafkalog_core.log.log_manager import LogDirLoadReport, LogManager
 from kafkalog_core.log.partition_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendInfo,
-    LoadReport,
     PartitionLog,
 )
 from kafkalog_core.log.segment import (

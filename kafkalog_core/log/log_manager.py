@@ -22,6 +22,7 @@ from kafkalog_core.log.checkpoints import (
     MetaProperties,
     OffsetCheckpointFile,
 )
+from kafkalog_core.log.log_loader import LoadReport
 from kafkalog_core.log.names import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     CLUSTER_METADATA_TOPIC,
@@ -37,7 +38,7 @@ from kafkalog_core.log.names import (
     partition_dir_name,
     validate_topic_name,
 )
-from kafkalog_core.log.partition_log import LoadReport, PartitionLog
+from kafkalog_core.log.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     from kafkalog_core.config import LogConfig

@@ -28,6 +28,8 @@ __all__ = [
     "DELETE_DIR_SUFFIX",
     "FUTURE_DIR_SUFFIX",
     "INDEX_FILE_SUFFIX",
+    "INDEX_SUFFIXES",
+    "KRAFT_CHECKPOINT_DELETED",
     "LOG_FILE_SUFFIX",
     "MAX_DIR_NAME_LENGTH",
     "MAX_TOPIC_NAME_LENGTH",
@@ -66,6 +68,9 @@ SEGMENT_FILE_SUFFIXES: Final = (
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
 )
+INDEX_SUFFIXES: Final = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+# a KRaft metadata snapshot being deleted: not a segment file, left alone by segment cleanup
+KRAFT_CHECKPOINT_DELETED: Final = re.compile(r".*\.checkpoint\.deleted$")
 DELETED_FILE_SUFFIX: Final = ".deleted"  # renamed before an asynchronous delete
 CLEANED_FILE_SUFFIX: Final = ".cleaned"  # cleaner / split output still being written
 SWAP_FILE_SUFFIX: Final = ".swap"  # complete replacement waiting to swap in
