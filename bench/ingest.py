@@ -385,9 +385,10 @@ def _num(v) -> float:
 
 def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> None:
     """Run the ingest's task functions on Arrow data of the benchmark rows, as Spark would."""
+    from jobs.ingestion.arrow_mapping import map_batch
     from jobs.ingestion.commit import finalize_task_staging  # noqa: F401  (profiled by name)
     from jobs.ingestion.config import IngestConfig
-    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, map_batch, mapping_rules  # noqa: F401
+    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, mapping_rules  # noqa: F401
     from jobs.ingestion.planner import plan_offsets
     from jobs.ingestion.writer import (
         DEFAULT_BATCH_BYTES,

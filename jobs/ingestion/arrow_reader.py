@@ -6,7 +6,7 @@ converts every row back into Arrow for `mapInArrow`. When the source is local Pa
 Parquet path, or a Delta table read through delta-rs) and the mapping only names columns, the
 tasks can read the very same files with pyarrow straight into Arrow: Spark schedules the tasks
 and collects their manifests, and nothing else. The per-row checks and the partitioning are
-`mapping.map_batch`, the numpy twin of the mapping's Spark SQL stage (the mapping tests hold
+`arrow_mapping.map_batch`, the numpy twin of the mapping's Spark SQL stage (the mapping tests hold
 both to the same results), with the same error messages.
 
 What qualifies (`plan_arrow_read` says why not, otherwise):
@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jobs.ingestion.arrow_mapping import map_batch
 from jobs.ingestion.config import FieldMapping, IngestConfig
 from jobs.ingestion.mapping import (
     ERROR_COLUMN,
@@ -42,7 +43,6 @@ from jobs.ingestion.mapping import (
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     MappingRules,
-    map_batch,
     mapping_rules,
 )
 from jobs.ingestion.planner import OffsetPlan

@@ -24,8 +24,8 @@ Two stages:
    configured, partition in range, key present on compacted topics, timestamp present and >= 0
    (CreateTime), and the record alone in a batch within max.message.bytes (uncompressed topics,
    from octet lengths with Kafka's varint sizes; compressed sizes are the encoder's to check).
-   `map_batch` is the same stage over an Arrow batch in numpy: the tests' reference, and what
-   the arrow task reader (`jobs.ingestion.arrow_reader`) runs.
+   `jobs.ingestion.arrow_mapping.map_batch` is the same stage over an Arrow batch in numpy:
+   what the arrow task reader runs, and the oracle the tests compare these expressions with.
 
 A row failing a check either fails the job with the reason and the offending record
 (`ERROR_PREFIX` in a Spark error, see `invalid_record_error`), or, with `output.reject_path`,
@@ -40,13 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jobs.ingestion.config import FieldMapping, IngestConfig
 from kafkalog_core.errors import ConfigError, InvalidRecordError, InvalidTopicError
 from kafkalog_core.log.names import MAX_TOPIC_NAME_LENGTH, validate_topic_name
-from kafkalog_core.partitioner import murmur2_array, partition_for_keys
-from kafkalog_core.record.batch import INT32_MAX
+from kafkalog_core.partitioner import murmur2_array
+from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -61,7 +60,6 @@ __all__ = [
     "MappedRecords",
     "MappingRules",
     "invalid_record_error",
-    "map_batch",
     "map_records",
     "map_records_with_rejects",
     "mapping_rules",
@@ -74,9 +72,6 @@ POSITION_COLUMN = "_kl_pos"
 PARTITION_IN_COLUMN = "_kl_partition_in"
 ERROR_PREFIX = "kafkalog: invalid record: "
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
-
-# Kafka's v2 batch header (RECORD_BATCH_OVERHEAD), the smallest possible batch around a record.
-_BATCH_OVERHEAD = 61
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +312,7 @@ def _prepare(df: DataFrame, config: IngestConfig) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class _TopicRules:
+class TopicRules:
     """What the per-row checks need about one topic (small and picklable)."""
 
     partitions: int
@@ -330,12 +325,12 @@ class _TopicRules:
 class MappingRules:
     """Everything the Arrow function needs; shipped to executors in its closure."""
 
-    topics: dict[str, _TopicRules]
-    defaults: _TopicRules | None
+    topics: dict[str, TopicRules]
+    defaults: TopicRules | None
     by_key: bool
     null_keys: str
 
-    def rules_for(self, topic: str) -> _TopicRules | str:
+    def rules_for(self, topic: str) -> TopicRules | str:
         """The topic's rules, or why its records are invalid."""
         try:
             validate_topic_name(topic)
@@ -347,10 +342,10 @@ class MappingRules:
         return rules
 
 
-def _rules(spec) -> _TopicRules:
+def _rules(spec) -> TopicRules:
     lc = spec.log_config
     uncompressed = lc.codec is None or int(lc.codec) == 0
-    return _TopicRules(
+    return TopicRules(
         partitions=spec.partitions,
         compact=bool(lc.compact),
         log_append_time=lc.message_timestamp_type == "LogAppendTime",
@@ -491,7 +486,11 @@ def _with_record_size(df: DataFrame, has_headers: bool) -> DataFrame:
         + F.col(_HEADER_BYTES)
     )
     df = df.select("*", body.alias(_BODY))
-    size = F.lit(_BATCH_OVERHEAD).cast("bigint") + _varint_size_column(F.col(_BODY)) + F.col(_BODY)
+    size = (
+        F.lit(RECORD_BATCH_OVERHEAD).cast("bigint")
+        + _varint_size_column(F.col(_BODY))
+        + F.col(_BODY)
+    )
     return df.select("*", size.alias(_SIZE))
 
 
@@ -608,7 +607,7 @@ def _topic_columns(plan: MappingRules, topic: Column, constant: str | None) -> _
     def by_topic(attr: str, unset: Any, dtype: str) -> Column:
         """CASE over the listed topics, grouped by value; the defaults' value otherwise."""
 
-        def value_of(rules: _TopicRules | None) -> Any:
+        def value_of(rules: TopicRules | None) -> Any:
             value = None if rules is None else getattr(rules, attr)
             return unset if value is None else value
 
@@ -742,240 +741,6 @@ def _check_and_partition(prepared: DataFrame, config: IngestConfig) -> DataFrame
         F.coalesce(ts, F.lit(-1).cast("bigint")).alias("timestamp"),
         F.col(ORDER_COLUMN),
         error.alias(ERROR_COLUMN),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Arrow reference of stage 2 (not on the job's path)
-#
-# The same partitioning and checks over one Arrow batch, vectorized in numpy. `map_records` does
-# not use it any more (shipping every record column to Python for this cost more than the rest of
-# the mapping); it stays as the oracle the tests compare the Spark expressions with, and as what
-# `bench/ingest.py --task-profile` times.
-
-
-def _varint_size(values: np.ndarray) -> np.ndarray:
-    """Bytes of Kafka's zig-zag varint for each int32/int64 value."""
-    v = values.astype(np.int64)
-    z = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    size = np.ones(len(v), dtype=np.int64)
-    for bits in range(7, 64, 7):
-        size += z >= (np.uint64(1) << np.uint64(bits))
-    return size
-
-
-def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(byte length with null as 0, is-null) of a binary/string array."""
-    lengths = pc.fill_null(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    nulls = arr.is_null().to_numpy(zero_copy_only=False)
-    return lengths, nulls
-
-
-def _field_size(arr: pa.Array) -> np.ndarray:
-    """Size of a length-prefixed field: varint(len) + len, or varint(-1) = 1 byte for null."""
-    lengths, nulls = _lengths(arr)
-    return np.where(nulls, 1, _varint_size(lengths) + lengths)
-
-
-def _largest_record_bound(batch: pa.RecordBatch) -> int:
-    """An upper bound of `_single_record_batch_size` over the batch, from the longest key and
-    value alone (without headers; with headers the exact sizes are computed): when even the
-    bound fits max.message.bytes, no record's size needs computing."""
-    if len(batch.column("headers").values):
-        return INT32_MAX
-    longest = 0
-    for name in ("key", "value"):
-        lengths = pc.binary_length(batch.column(name))
-        longest += int(pc.max(lengths).as_py() or 0)
-    # batch overhead + varint(body) <= 5 + body: attributes, deltas (3), two length varints
-    # (<= 5 each) and the headers count (1)
-    return _BATCH_OVERHEAD + 5 + 3 + 5 + 5 + 1 + longest
-
-
-def _single_record_batch_size(batch: pa.RecordBatch) -> np.ndarray:
-    """Bytes of a v2 batch holding just this record (deltas 0): the smallest it can ever be.
-
-    DefaultRecord: varint(bodySize) + attributes(1) + varlong(tsDelta)(1) + varint(offDelta)(1)
-    + key + value + varint(headerCount) + headers(varint len + key, varint len or -1 + value).
-    """
-    headers = batch.column("headers")
-    offsets = headers.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = offsets[1:] - offsets[:-1]
-    header_bytes = np.zeros(len(batch), dtype=np.int64)
-    if len(headers.values):
-        entries = headers.values
-        per_entry = _field_size(entries.field("key")) + _field_size(entries.field("value"))
-        cumulative = np.concatenate(([0], np.cumsum(per_entry)))
-        header_bytes = cumulative[offsets[1:]] - cumulative[offsets[:-1]]
-    body = (
-        3
-        + _field_size(batch.column("key"))
-        + _field_size(batch.column("value"))
-        + _varint_size(counts)
-        + header_bytes
-    )
-    return _BATCH_OVERHEAD + _varint_size(body) + body
-
-
-def _preview(value: Any, limit: int = 40) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bytes):
-        try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and text.isprintable():
-            shown = repr(text[:limit]) + ("..." if len(text) > limit else "")
-        else:
-            shown = "0x" + value[:limit].hex() + ("..." if len(value) > limit else "")
-        return f"{shown} ({len(value)} bytes)"
-    return repr(value)
-
-
-def _describe_row(batch: pa.RecordBatch, i: int, partition: int) -> str:
-    pos = batch.column(ORDER_COLUMN).field("pos")[i].as_py()
-    return (
-        f"topic={batch.column('topic')[i].as_py()!r} partition={partition} "
-        f"key={_preview(batch.column('key')[i].as_py())} "
-        f"value={_preview(batch.column('value')[i].as_py())} "
-        f"timestamp={batch.column('timestamp')[i].as_py()} source row id={pos}"
-    )
-
-
-def map_batch(
-    batch: pa.RecordBatch,
-    plan: MappingRules,
-    cache: dict[str, Any],
-    *,
-    partitions_only: bool = False,
-) -> pa.RecordBatch:
-    """Partition and check one batch; vectorized over rows, Python only per distinct topic.
-
-    `partitions_only` (a counting pass): just (topic, partition), -1 where the topic or the
-    partition is invalid, without the record checks (the write pass runs them).
-    """
-    n = batch.num_rows
-    reasons = np.full(n, None, dtype=object)
-
-    def flag(mask: np.ndarray, reason: Any) -> None:
-        """Record `reason` (text, or callable row -> text) for flagged rows not already bad."""
-        if not mask.any():  # the common case: skip the comparison over the object array
-            return
-        for i in np.flatnonzero(mask & np.equal(reasons, None)):
-            reasons[i] = reason(i) if callable(reason) else reason
-
-    # Topics: look up each distinct value once.
-    topics = batch.column("topic")
-    encoded = pc.dictionary_encode(topics)
-    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    names = encoded.dictionary.to_pylist()
-    rules: list[_TopicRules | str] = []
-    for name in names:
-        if name not in cache:
-            cache[name] = plan.rules_for(name)
-        rules.append(cache[name])
-    flag(codes < 0, "topic is null")
-    for t, r in enumerate(rules):
-        if isinstance(r, str):
-            flag(codes == t, r)
-    good_topics = [t for t, r in enumerate(rules) if not isinstance(r, str)]
-
-    def per_topic(attr: str, default: Any, dtype: Any) -> np.ndarray:
-        out = np.full(n, default, dtype=dtype)
-        for t in good_topics:
-            value = getattr(rules[t], attr)
-            out[codes == t] = default if value is None else value
-        return out
-
-    nparts = per_topic("partitions", 0, np.int64)
-    compact = per_topic("compact", False, bool)
-    log_append = per_topic("log_append_time", False, bool)
-    max_bytes = per_topic("max_message_bytes", -1, np.int64)
-    positions = batch.column(ORDER_COLUMN).field("pos").to_numpy(zero_copy_only=False)
-
-    # Partition.
-    keys = batch.column("key")
-    key_null = keys.is_null().to_numpy(zero_copy_only=False)
-    partition = np.full(n, -1, dtype=np.int64)
-    if plan.by_key:
-        values = batch.column("value")
-        for t in good_topics:
-            rows = codes == t
-            count = int(rules[t].partitions)  # type: ignore[union-attr]
-            whole = bool(rows.all())
-            partition[rows] = partition_for_keys(keys if whole else keys.filter(rows), count)
-            spread = rows & key_null
-            if spread.any():
-                if plan.null_keys == "round_robin":
-                    partition[spread] = positions[spread] % count
-                else:
-                    chosen = values.filter(pa.array(spread))
-                    partition[spread] = partition_for_keys(pc.fill_null(chosen, b""), count)
-    else:
-        given = batch.column(PARTITION_IN_COLUMN)
-        missing = given.is_null().to_numpy(zero_copy_only=False)
-        partition = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        flag(missing, "partition is null")
-        has_topic = codes >= 0
-        bad = has_topic & (nparts > 0) & ((partition < 0) | (partition >= nparts)) & ~missing
-        flag(
-            bad,
-            lambda i: (
-                f"partition {partition[i]} is out of range for topic "
-                f"{names[codes[i]]!r} with {nparts[i]} partitions"
-            ),
-        )
-
-    if partitions_only:
-        partition[np.not_equal(reasons, None)] = -1
-        return pa.RecordBatch.from_arrays(
-            [topics, pa.array(partition.astype(np.int32), pa.int32())], names=["topic", "partition"]
-        )
-
-    # Keys on compacted topics.
-    flag(
-        compact & key_null,
-        lambda i: f"null key on compacted topic {names[codes[i]]!r} (cleanup.policy=compact)",
-    )
-
-    # Timestamps: CreateTime needs one >= 0; LogAppendTime ignores it (-1 when absent).
-    ts_arr = batch.column("timestamp")
-    ts_null = ts_arr.is_null().to_numpy(zero_copy_only=False)
-    ts = ts_arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    create = (codes >= 0) & ~log_append
-    flag(create & ts_null, "timestamp is null (message.timestamp.type=CreateTime)")
-    flag(create & ~ts_null & (ts < 0), lambda i: f"negative timestamp {ts[i]}")
-
-    # Size: the record alone in a batch must fit max.message.bytes (uncompressed topics).
-    checked = max_bytes >= 0
-    if checked.any() and _largest_record_bound(batch) > int(max_bytes[checked].min()):
-        size = _single_record_batch_size(batch)
-        flag(
-            checked & (size > max_bytes),
-            lambda i: (
-                f"record of {size[i]} bytes (as a single-record batch) exceeds "
-                f"max.message.bytes={max_bytes[i]} of topic {names[codes[i]]!r}"
-            ),
-        )
-
-    bad_rows = np.flatnonzero(np.not_equal(reasons, None))
-    messages: list[str | None] = [None] * n
-    for i in bad_rows:
-        messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
-    text_type = topics.type if pa.types.is_large_string(topics.type) else pa.string()
-    return pa.RecordBatch.from_arrays(
-        [
-            topics,
-            pa.array(partition.astype(np.int32), pa.int32()),
-            keys,
-            batch.column("value"),
-            batch.column("headers"),
-            pa.array(ts, pa.int64()),
-            batch.column(ORDER_COLUMN),
-            pa.array(messages, text_type),
-        ],
-        names=[*RECORD_COLUMNS, ORDER_COLUMN, ERROR_COLUMN],
     )
 
 

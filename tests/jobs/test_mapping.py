@@ -327,7 +327,8 @@ def test_mapping_errors_before_any_job(spark):
 
 def _reference(df, cfg):
     """What the numpy/Arrow implementation of stage 2 says about the same prepared rows."""
-    from jobs.ingestion.mapping import _prepare, map_batch, mapping_rules
+    from jobs.ingestion.arrow_mapping import map_batch
+    from jobs.ingestion.mapping import _prepare, mapping_rules
 
     table = _prepare(df, cfg).toArrow()
     plan, cache = mapping_rules(cfg), {}
@@ -463,7 +464,7 @@ def test_record_size_bound_is_never_below_a_record_size():
     import numpy as np
     import pyarrow as pa
 
-    from jobs.ingestion.mapping import _largest_record_bound, _single_record_batch_size
+    from jobs.ingestion.arrow_mapping import _largest_record_bound, _single_record_batch_size
 
     entry = pa.struct([("key", pa.string()), ("value", pa.binary())])
     rng = np.random.default_rng(11)
