@@ -14,11 +14,11 @@ from jobs.ingestion.commit import (
     TaskManifest,
     copy_segment_for_continuation,
     finalize_task_staging,
-    partition_dir_name,
     segment_file_name,
     task_staging_dir,
 )
 from jobs.ingestion.meta import META_SUFFIX
+from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, iter_batch_headers, pack_header
 
 
