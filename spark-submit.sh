@@ -3,7 +3,8 @@
 #
 #   ./spark-submit.sh [spark-submit options] JOB [job arguments]
 #
-#   JOB is a file (jobs/ingest.py) or a name (ingest -> jobs/ingest.py).
+#   JOB is a file (jobs/ingest.py) or a name (ingest -> jobs/ingest.py, rebuild-index ->
+#   jobs/rebuild_index.py).
 #   ./spark-submit.sh ingest --config conf/ingest-changelog.yaml --run-id r1
 #   ./spark-submit.sh --master 'local[4]' --conf spark.driver.memory=4g demo
 #
@@ -40,7 +41,7 @@ available_jobs() {
     [ -e "$f" ] || continue
     f="$(basename "$f" .py)"
     case "$f" in __init__ | __main__ | _*) continue ;; esac
-    names+=("$f")
+    names+=("${f//_/-}")
   done
   if [ "${#names[@]}" -eq 0 ]; then echo "(none yet)"; else echo "${names[*]}"; fi
 }
@@ -94,11 +95,12 @@ if [ -z "$job" ]; then
   exit 2
 fi
 
-# Resolve the job: an existing file, else a name under jobs/.
+# Resolve the job: an existing file, else a name under jobs/ (rebuild-index = jobs/rebuild_index.py).
+module="${job//-/_}"
 if [ -f "$job" ]; then
   job_file="$(cd "$(dirname "$job")" && pwd)/$(basename "$job")"
-elif [ -f "$root/jobs/$job.py" ] && [[ "$job" != */* ]]; then
-  job_file="$root/jobs/$job.py"
+elif [ -f "$root/jobs/$module.py" ] && [[ "$job" != */* ]]; then
+  job_file="$root/jobs/$module.py"
 else
   echo "kafkalog: unknown job '$job' (not a file, and no jobs/$job.py); available: $(available_jobs)" >&2
   exit 2

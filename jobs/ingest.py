@@ -68,6 +68,7 @@ from jobs.ingestion.writer import (
     write_task,
     write_task_direct,
 )
+from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
@@ -402,6 +403,7 @@ def run(
             config_hash=_config_hash(config),
             description=source.description,
             timings_ms=dict(timings),
+            topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(configs)},
         )
         publish_plan = plan_publish(
             manifests,
@@ -482,17 +484,7 @@ def _write_rejects(rejects: DataFrame, path: str, run_id: str) -> int:
 
 def _spark_error(error: Exception) -> KafkaLogError:
     """The one-line KafkaLogError inside a Spark task failure (or a generic one)."""
-    invalid = invalid_record_error(error)
-    if invalid is not None:
-        return invalid
-    text = str(error)
-    marker = "kafkalog_core.errors."
-    lines = [line for line in text.splitlines() if marker in line or "jobs.ingestion." in line]
-    for line in reversed(lines):
-        if "Error:" in line or "Failure:" in line:
-            return KafkaLogError(line.split(": ", 1)[-1].strip())
-    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return KafkaLogError(f"Spark job failed: {first[:500]}")
+    return invalid_record_error(error) or task_error(error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -359,7 +359,7 @@ class LogConfig:
         if not isinstance(doc, Mapping):
             raise ConfigError(f"{path}: a log config must be a mapping of Kafka setting names")
         try:
-            return cls.from_dict(_flatten(doc))
+            return cls.from_dict(flatten_settings(doc))
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
 
@@ -516,12 +516,13 @@ def _unknown_key(key: Any) -> ConfigError:
     return ConfigError(f"unknown topic config {text!r}{hint}")
 
 
-def _flatten(mapping: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_settings(mapping: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested YAML keys joined with dots: {"cleanup": {"policy": x}} -> {"cleanup.policy": x}."""
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "."))
+            out.update(flatten_settings(value, name + "."))
         else:
             out[name] = value
     return out

@@ -520,6 +520,8 @@ class RunInfo:
     config_hash: str = ""
     description: str = ""
     timings_ms: Mapping[str, int] = field(default_factory=dict)
+    # {topic: non-default topic configs}: the maintenance jobs' source of topic settings
+    topic_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from jobs.ingestion.commit import PublishPlan
 
 HISTORY_DIR = "ingest-history"
+_JSON_FIELDS = ("partitions", "timings", "topic_configs")
 COMMITTED = "committed"
 
 SCHEMA = pa.schema(
@@ -42,6 +43,8 @@ SCHEMA = pa.schema(
         pa.field("output_root", pa.string()),
         pa.field("host", pa.string()),
         pa.field("message", pa.string()),
+        # JSON {"topic": {non-default topic configs}}: what maintenance jobs read back
+        pa.field("topic_configs", pa.string()),
     ]
 )
 
@@ -72,13 +75,14 @@ class IngestHistory:
         if unknown:
             raise IngestError(f"ingest history {self.path}: unknown fields {sorted(unknown)}")
         row = {name: [record.get(name)] for name in SCHEMA.names}
-        for key in ("partitions", "timings"):
+        for key in _JSON_FIELDS:
             value = row[key][0]
             if value is not None and not isinstance(value, str):
                 row[key] = [json.dumps(value, sort_keys=True)]
         table = pa.Table.from_pydict(row, schema=SCHEMA)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(self.path), table, mode="append")
+        # schema_mode="merge": a history written before a column was added gains it (nulls)
+        write_deltalake(str(self.path), table, mode="append", schema_mode="merge")
 
     def append_run(
         self,
@@ -107,6 +111,7 @@ class IngestHistory:
             "output_root": str(plan.output_root),
             "host": socket.gethostname(),
             "message": message,
+            "topic_configs": {t: dict(c) for t, c in info.topic_configs.items()},
         }
         self.append(record)
         return record
@@ -118,6 +123,11 @@ class IngestHistory:
         if not self.exists():
             return SCHEMA.empty_table()
         table = DeltaTable(str(self.path)).to_pyarrow_table()
+        for name in SCHEMA.names:  # columns added after this history was first written
+            if name not in table.column_names:
+                table = table.append_column(
+                    SCHEMA.field(name), pa.nulls(table.num_rows, pa.string())
+                )
         if table.num_rows == 0:
             return table
         return table.sort_by([("finished_at", "ascending"), ("run_id", "ascending")])
@@ -153,7 +163,7 @@ class IngestHistory:
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:
-    for key in ("partitions", "timings"):
+    for key in _JSON_FIELDS:
         if row.get(key):
             row[key] = json.loads(row[key])
     return row

@@ -1,0 +1,1 @@
+"""What the maintenance jobs (retention, rebuild-index, compaction-audit) share."""

@@ -1,0 +1,234 @@
+"""The frame every maintenance job runs in: list, spread over tasks, lock, report, exit.
+
+A maintenance job reads (and with `--apply` changes) a log dir root that a broker or our ingest
+job wrote. The driver only lists partition directories (one `scandir`) and plans; the reading
+happens in Spark tasks, a list of work units per task, so a root of thousands of partitions is
+not read serially on the driver. Units are dealt to tasks by weight (bytes), largest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs.ingestion.commit import default_run_id
+from jobs.ingestion.lock import RunLock
+from jobs.ingestion.meta import IngestError
+from jobs.spark.errors import task_error
+from kafkalog_core.errors import KafkaLogError, LogDirError
+from kafkalog_core.log.names import parse_partition_dir_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Unit = Mapping[str, Any]  # a JSON-able description of one piece of work (a partition, a segment)
+UnitTask = Callable[[Unit], "pa.Table | Iterable[Mapping[str, Any]]"]
+
+
+class MaintenanceError(IngestError):
+    """A maintenance run cannot proceed; the message names the partition, segment or file."""
+
+
+@dataclass(frozen=True, order=True)
+class PartitionRef:
+    """One partition directory of a log dir root."""
+
+    topic: str
+    partition: int
+    dir_name: str
+
+    def unit(self, **extra: Any) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "dir": self.dir_name, **extra}
+
+
+def list_partitions(
+    log_dir: str | os.PathLike[str], topics: Sequence[str] = ()
+) -> list[PartitionRef]:
+    """The live partition directories of `log_dir` (one `scandir`), sorted by topic, partition.
+
+    Skipped, as a broker's loader does: hidden entries, files, `-delete`/`-future`/`-stray`
+    directories and names that are not `topic-partition`. `topics` filters when given.
+    """
+    root = Path(log_dir)
+    if not root.is_dir():
+        raise MaintenanceError(f"log dir {root} does not exist or is not a directory")
+    wanted = set(topics)
+    refs: list[PartitionRef] = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            try:
+                parsed = parse_partition_dir_name(entry.name)
+            except LogDirError:
+                continue
+            if parsed.suffix or (wanted and parsed.topic not in wanted):
+                continue
+            refs.append(PartitionRef(parsed.topic, parsed.partition, entry.name))
+    if wanted:
+        missing = wanted - {r.topic for r in refs}
+        if missing:
+            raise MaintenanceError(f"log dir {root} has no partition of topic(s) {sorted(missing)}")
+    return sorted(refs)
+
+
+def deal_units(units: Sequence[Unit], slots: int, weight_key: str = "bytes") -> list[list[Unit]]:
+    """Units in `slots` groups of about equal weight: largest first onto the lightest group."""
+    slots = max(1, min(slots, len(units)))
+    groups: list[list[Unit]] = [[] for _ in range(slots)]
+    loads = [0] * slots
+    order = sorted(range(len(units)), key=lambda i: -int(units[i].get(weight_key, 0) or 0))
+    for i in order:
+        lightest = loads.index(min(loads))
+        groups[lightest].append(units[i])
+        loads[lightest] += max(1, int(units[i].get(weight_key, 0) or 0))
+    return [g for g in groups if g]
+
+
+def _as_table(result: pa.Table | Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    if isinstance(result, pa.Table):
+        return result.select(schema.names).cast(schema)
+    return pa.Table.from_pylist(list(result), schema=schema)
+
+
+def run_units(
+    spark: SparkSession,
+    units: Sequence[Unit],
+    task: UnitTask,
+    schema: pa.Schema,
+    *,
+    tasks: int | None = None,
+    weight_key: str = "bytes",
+) -> pa.Table:
+    """Run `task` on every unit in Spark tasks; the rows they return, as one Arrow table.
+
+    Each unit runs exactly once per successful task attempt; the result is collected, so a
+    side-effecting task (an `--apply`) is never re-run to recompute a lazy DataFrame. A
+    KafkaLogError in a task comes back as one MaintenanceError line naming the unit.
+    """
+    if not units:
+        return schema.empty_table()
+    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
+
+    def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for text in batch.column(0).to_pylist():
+                for unit in json.loads(text):
+                    try:
+                        table = _as_table(task(unit), schema)
+                    except KafkaLogError as error:
+                        where = unit.get("dir") or unit.get("path") or unit
+                        raise MaintenanceError(f"{where}: {error}") from None
+                    yield from table.to_batches()
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    rdd = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
+    frame = spark.createDataFrame(rdd, "units string")
+    try:
+        rows = frame.mapInArrow(run_groups, from_arrow_schema(schema)).toArrow()
+    except KafkaLogError:
+        raise
+    except Exception as error:  # a Spark failure: surface our own error line if any
+        raise MaintenanceError(str(task_error(error))) from None
+    return rows.cast(schema) if rows.num_rows else schema.empty_table()
+
+
+# ---- run ids, "now", the lock --------------------------------------------------------------
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+def parse_now(text: str | int | None) -> int:
+    """`--now` as epoch milliseconds: an integer (ms) or an ISO date/time (naive = UTC)."""
+    if text is None or text == "":
+        return int(time.time() * 1000)
+    if isinstance(text, int):
+        return text
+    value = str(text).strip()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    if not _ISO.fullmatch(value):
+        raise MaintenanceError(
+            f"--now {text!r}: expected epoch milliseconds or an ISO time like 2024-05-01T12:00:00Z"
+        )
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise MaintenanceError(f"--now {text!r}: {error}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def new_run_id(job: str) -> str:
+    """A sortable unique run id naming the job, e.g. `retention-20240501T120000-host-123`."""
+    return f"{job}-{default_run_id()}"
+
+
+def maintenance_lock(log_dir: str | os.PathLike[str], run_id: str) -> RunLock:
+    """The ingest job's run lock of `log_dir`: ingest and maintenance runs never overlap."""
+    return RunLock(Path(log_dir).absolute(), run_id)
+
+
+# ---- results and the command line -------------------------------------------------------------
+@dataclass
+class MaintenanceResult:
+    """What a maintenance run returns to a notebook: the report rows and the printed summary."""
+
+    job: str
+    run_id: str
+    report: DataFrame | None
+    summary: str
+    problems: int = 0  # > 0 makes the command exit 1 (verify found damage, an apply failed)
+    warnings: list[str] = field(default_factory=list)
+    rows: pa.Table | None = None
+
+
+def maintenance_arg_parser(job: str, description: str) -> argparse.ArgumentParser:
+    """The arguments every maintenance job takes; each job adds its own."""
+    parser = argparse.ArgumentParser(prog=f"spark-submit.sh {job}", description=description)
+    parser.add_argument("--log-dir", required=True, help="the log dir root (topic-partition dirs)")
+    parser.add_argument(
+        "--topic-config",
+        help="topic configs: a .properties or YAML file, or a dir of <topic>.properties "
+        "(default: the ingest history's, else Kafka's defaults)",
+    )
+    parser.add_argument("--report", help="append the report to this Delta table")
+    parser.add_argument("--run-id", help="this run's id (default: job name + time + host + pid)")
+    parser.add_argument("--topics", help="comma-separated topics (default: all)")
+    parser.add_argument(
+        "--now", help="the time the rules are judged at: epoch ms or ISO time (default: now)"
+    )
+    parser.add_argument("--tasks", type=int, help="Spark tasks (default: 2 x default parallelism)")
+    return parser
+
+
+def topics_arg(text: str | None) -> tuple[str, ...]:
+    return tuple(t.strip() for t in (text or "").split(",") if t.strip())
+
+
+def run_cli(job: str, argv: Sequence[str] | None, parser: argparse.ArgumentParser, runner) -> int:
+    """Parse, start Spark, run (which prints its summary); exit 0, or 1 when the run found
+    problems, or 1 with one `kafkalog: error:` line when it could not run."""
+    args = parser.parse_args(argv)
+    try:
+        from jobs.spark.session import get_or_create_session
+
+        spark = get_or_create_session(f"kafkalog-{job}")
+        result: MaintenanceResult = runner(spark, args)
+    except KafkaLogError as error:
+        print(f"kafkalog: error: {error}", file=sys.stderr)
+        return 1
+    return 1 if result.problems else 0

@@ -1,0 +1,32 @@
+"""One clear line out of a failed Spark job.
+
+A task that raises one of our errors reaches the driver wrapped in a Py4J/Spark exception whose
+text holds the Python traceback. The line naming our error is what a user needs; the rest is
+noise. Shared by the ingest job, the maintenance jobs and the data source.
+"""
+
+from __future__ import annotations
+
+from kafkalog_core.errors import KafkaLogError
+
+# Modules whose exceptions carry a message meant for the user.
+_OUR_MODULES = (
+    "kafkalog_core.errors.",
+    "jobs.ingestion.",
+    "jobs.maintenance.",
+    "jobs.datasource.",
+)
+
+
+def task_error(error: BaseException) -> KafkaLogError:
+    """The last `<our module>.SomeError: message` line in a Spark failure, as a KafkaLogError.
+
+    Falls back to the failure's first line, so the caller can always print one line.
+    """
+    text = str(error)
+    lines = [line for line in text.splitlines() if any(m in line for m in _OUR_MODULES)]
+    for line in reversed(lines):
+        if "Error:" in line or "Failure:" in line:
+            return KafkaLogError(line.split(": ", 1)[-1].strip())
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return KafkaLogError(f"Spark job failed: {first[:500]}")

@@ -1,0 +1,188 @@
+"""The maintenance frame: listing, dealing work to Spark tasks, --now, lock, topic configs, report."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from jobs.ingestion.lock import RunLock, RunLockedError
+from jobs.maintenance.common import (
+    MaintenanceError,
+    deal_units,
+    list_partitions,
+    maintenance_lock,
+    parse_now,
+    run_units,
+)
+from jobs.maintenance.report import read_report, write_report
+from jobs.maintenance.topic_configs import resolve_topic_configs
+from kafkalog_core.errors import ConfigError, KafkaLogError
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "logs"
+    for name in ("orders-0", "orders-1", "a-b.c-12", "old-0.abc123-delete", ".hidden-0", "junk"):
+        (root / name).mkdir(parents=True)
+    (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    return root
+
+
+def test_list_partitions_skips_what_a_broker_skips(tmp_path: Path) -> None:
+    refs = list_partitions(_log_dir(tmp_path))
+    assert [(r.topic, r.partition) for r in refs] == [("a-b.c", 12), ("orders", 0), ("orders", 1)]
+    assert [r.dir_name for r in list_partitions(_log_dir(tmp_path / "x"), ["orders"])] == [
+        "orders-0",
+        "orders-1",
+    ]
+
+
+def test_list_partitions_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(MaintenanceError, match="does not exist"):
+        list_partitions(tmp_path / "nope")
+    with pytest.raises(MaintenanceError, match="no partition of topic"):
+        list_partitions(_log_dir(tmp_path), ["missing"])
+
+
+def test_deal_units_balances_by_weight() -> None:
+    units = [{"id": i, "bytes": b} for i, b in enumerate([100, 1, 1, 1, 50, 50])]
+    groups = deal_units(units, 2)
+    loads = sorted(sum(u["bytes"] for u in g) for g in groups)
+    assert loads == [101, 102]
+    assert sorted(u["id"] for g in groups for u in g) == list(range(6))
+    assert len(deal_units(units, 99)) == 6
+
+
+def test_run_units_runs_each_unit_once_in_tasks(spark) -> None:
+    schema = pa.schema([("unit", pa.int64()), ("square", pa.int64()), ("pid", pa.int64())])
+
+    def task(unit):
+        import os
+
+        return [{"unit": unit["n"], "square": unit["n"] ** 2, "pid": os.getpid()}]
+
+    rows = run_units(spark, [{"n": n, "bytes": n} for n in range(10)], task, schema, tasks=3)
+    assert sorted(rows.column("unit").to_pylist()) == list(range(10))
+    assert sorted(rows.column("square").to_pylist()) == [n * n for n in range(10)]
+
+
+def test_run_units_turns_a_task_error_into_one_line(spark) -> None:
+    schema = pa.schema([("x", pa.int64())])
+
+    def task(unit):
+        raise KafkaLogError("segment 00000000000000000042.log is corrupt")
+
+    with pytest.raises(MaintenanceError, match=r"orders-3: segment 0+42.log is corrupt") as info:
+        run_units(spark, [{"dir": "orders-3"}], task, schema)
+    assert "Traceback" not in str(info.value)
+
+
+def test_parse_now() -> None:
+    assert parse_now("1714564800000") == 1714564800000
+    assert parse_now("2024-05-01T12:00:00Z") == 1714564800000
+    assert parse_now("2024-05-01T12:00:00") == 1714564800000  # naive means UTC
+    assert parse_now("2024-05-01T14:00:00+02:00") == 1714564800000
+    with pytest.raises(MaintenanceError, match="--now"):
+        parse_now("yesterday")
+
+
+def test_maintenance_and_ingest_share_the_lock(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    root.mkdir()
+    with RunLock(root, "ingest-1"), pytest.raises(RunLockedError, match="ingest-1"):
+        maintenance_lock(root, "retention-1").acquire()
+    with maintenance_lock(root, "retention-2"), pytest.raises(RunLockedError, match="retention-2"):
+        RunLock(root, "ingest-2").acquire()
+
+
+def test_topic_configs_from_file_and_defaults(tmp_path: Path) -> None:
+    root = _log_dir(tmp_path)
+    conf = tmp_path / "topics.yaml"
+    conf.write_text(
+        "defaults: {retention: {ms: 1000}}\n"
+        "topics:\n  orders: {cleanup.policy: compact, retention.bytes: 10}\n"
+    )
+    resolved = resolve_topic_configs(root, ["orders", "a-b.c"], conf)
+    orders, other = resolved["orders"], resolved["a-b.c"]
+    assert orders.config.retention_ms == 1000 and other.config.retention_ms == 1000
+    assert orders.config.compact and not other.config.compact
+    assert orders.source_of("retention.bytes") == f"file {conf}"
+    assert other.source_of("retention.bytes") == "default"
+    assert "segment.bytes=1073741824 (default)" in other.describe(["segment.bytes"])
+    props = tmp_path / "all.properties"
+    props.write_text("retention.ms=5\n")
+    assert resolve_topic_configs(root, ["orders"], props)["orders"].config.retention_ms == 5
+    per_topic = tmp_path / "dir"
+    per_topic.mkdir()
+    (per_topic / "orders.properties").write_text("segment.ms=100\n")
+    resolved = resolve_topic_configs(root, ["orders", "a-b.c"], per_topic)
+    assert resolved["orders"].config.segment_ms == 100
+    assert resolved["a-b.c"].config.segment_ms == 604800000
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("topics:\n  orders: {retention.msx: 1}\n", "orders.*retention.msx"),
+        ("topics:\n  orders: {retention.ms: soon}\n", "orders.*retention.ms"),
+        ("what: 1\n", "defaults"),
+    ],
+)
+def test_bad_topic_config_names_the_problem(tmp_path: Path, text: str, match: str) -> None:
+    conf = tmp_path / "topics.yaml"
+    conf.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        resolve_topic_configs(_log_dir(tmp_path), ["orders"], conf)
+
+
+def test_report_appends_per_run_and_replaces_a_retried_run(tmp_path: Path) -> None:
+    path = tmp_path / "report"
+    rows = pa.table({"partition": ["a-0", "a-1"], "action": ["keep", "delete"]})
+    write_report(None, rows, path, run_id="r1", job="retention")
+    write_report(None, rows, path, run_id="r2", job="retention")
+    write_report(None, rows.slice(0, 1), path, run_id="r1", job="retention")  # a retry
+    table = read_report(path)
+    runs = sorted(table.column("run_id").to_pylist())
+    assert runs == ["r1", "r2", "r2"]
+    assert set(table.column("job").to_pylist()) == {"retention"}
+
+
+def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) -> None:
+    from jobs.ingestion.history import IngestHistory
+
+    root = _log_dir(tmp_path)
+    history = IngestHistory(root.absolute())
+    at = iter(datetime(2024, 5, d, tzinfo=timezone.utc) for d in (1, 2, 3))
+    history.append(
+        {
+            "run_id": "old",
+            "status": "committed",
+            "finished_at": next(at),
+            "topic_configs": {"orders": {"retention.ms": 1}},
+        }
+    )
+    history.append(
+        {
+            "run_id": "new",
+            "status": "committed",
+            "finished_at": next(at),
+            "topic_configs": {"orders": {"retention.ms": 2, "segment.ms": 9}},
+        }
+    )
+    history.append(
+        {
+            "run_id": "failed",
+            "status": "failed",
+            "finished_at": next(at),
+            "topic_configs": {"orders": {"retention.ms": 3}},
+        }
+    )
+    orders = resolve_topic_configs(root, ["orders"])["orders"]
+    assert orders.config.retention_ms == 2 and orders.source_of("retention.ms") == "ingest run new"
+    conf = tmp_path / "t.properties"
+    conf.write_text("retention.ms=7\n")
+    orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
+    assert orders.config.retention_ms == 7 and orders.config.segment_ms == 9
+    assert orders.source_of("segment.ms") == "ingest run new"
