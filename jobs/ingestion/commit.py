@@ -55,6 +55,7 @@ from kafkalog_core.log.checkpoints import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
     atomic_write,
+    fsync_dir,
     topic_id_from_str,
     topic_id_to_str,
 )
@@ -135,18 +136,6 @@ def _check_same_filesystem(root: Path, other: Path) -> None:
 # --- durability helpers ------------------------------------------------------------------------
 def fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make renames/creations inside `path` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
     try:
         os.fsync(fd)
     finally:

@@ -61,12 +61,13 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, sync: bool = True
             os.fsync(f.fileno())
     os.replace(tmp, target)
     if sync:
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make renames/creations inside `directory` durable (no-op where it cannot be opened)."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:  # e.g. platforms that cannot open directories
         return
     try:

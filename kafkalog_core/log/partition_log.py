@@ -17,7 +17,7 @@ import bisect
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 from pathlib import Path
@@ -41,10 +41,15 @@ from kafkalog_core.log.log_loader import LoadReport, LogLoader
 from kafkalog_core.log.names import (
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
-    KRAFT_CHECKPOINT_DELETED,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PARTITION_METADATA_FILE,
+)
+from kafkalog_core.log.retention import (
+    RetentionDecision,
+    SegmentFacts,
+    purge_deleted_files,
+    retention_decisions,
 )
 from kafkalog_core.log.segment import (
     FetchDataInfo,
@@ -665,59 +670,39 @@ class PartitionLog:
         self.leader_epoch_cache.write(sync=False)
         return True
 
-    # ---- retention (decisions are pure; delete_segments acts) -----------------------------------
-    def _deletable(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> list[LogSegment]:
-        """UnifiedLog.deletableSegments: a prefix below the HW (= LEO) matching `predicate`."""
-        out: list[LogSegment] = []
-        hw = self.high_watermark
-        segs = self._segments
-        for k, seg in enumerate(segs):
-            nxt = segs[k + 1] if k + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._next_offset
-            last_and_empty = nxt is None and seg.size == 0
-            if hw >= upper and not last_and_empty and predicate(seg, nxt):
-                out.append(seg)
-            else:
-                break
-        return out
+    # ---- retention (decisions are pure, in `retention`; delete_segments acts) ----------------
+    def segment_facts(self) -> list[SegmentFacts]:
+        """What the retention rules read about each segment, from the open segments."""
+        facts = []
+        for k, seg in enumerate(self._segments):
+            nxt = self._segments[k + 1].base_offset if k + 1 < len(self._segments) else None
+            facts.append(
+                SegmentFacts(
+                    base_offset=seg.base_offset,
+                    size=seg.size,
+                    next_offset=self._next_offset if nxt is None else nxt,
+                    max_timestamp=seg.max_timestamp_so_far,
+                    last_modified_ms=seg.last_modified_ms,
+                    batches=-1,  # not needed by the rules
+                )
+            )
+        return facts
 
-    def deletable_segments_by_time(self, now_ms: int) -> list[LogSegment]:
-        retention_ms = int(self.config.retention_ms)
-        if retention_ms < 0:
-            return []
-        return self._deletable(lambda seg, _nxt: now_ms - seg.largest_timestamp > retention_ms)
-
-    def deletable_segments_by_size(self) -> list[LogSegment]:
-        retention_bytes = int(self.config.retention_bytes)
-        size = self.size_in_bytes
-        if retention_bytes < 0 or size < retention_bytes:
-            return []
-        diff = size - retention_bytes
-
-        def predicate(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-            nonlocal diff
-            if diff - seg.size >= 0:
-                diff -= seg.size
-                return True
-            return False
-
-        return self._deletable(predicate)
-
-    def deletable_segments_by_log_start_offset(self) -> list[LogSegment]:
-        lso = self.log_start_offset
-        return self._deletable(lambda _seg, nxt: nxt is not None and nxt.base_offset <= lso)
+    def retention_decisions(self, now_ms: int | None = None) -> list[RetentionDecision]:
+        """Kafka's deleteOldSegments decisions (§7) for this log, active segment included."""
+        return retention_decisions(
+            self.segment_facts(),
+            self.config,
+            now_ms=_now(now_ms),
+            log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark,
+            keep_active=False,
+        )
 
     def delete_old_segments(self, now_ms: int | None = None) -> list[int]:
-        """Kafka's deleteOldSegments order: start-offset, size, time breaches (delete policy)."""
-        now = _now(now_ms)
-        deleted: list[int] = []
-        deleted += self.delete_segments(self.deletable_segments_by_log_start_offset())
-        if _policy_has(self.config, "delete"):
-            deleted += self.delete_segments(self.deletable_segments_by_size())
-            deleted += self.delete_segments(self.deletable_segments_by_time(now))
-        return deleted
+        """Kafka's deleteOldSegments: start-offset, size, then time breaches (§7)."""
+        victims = {d.base_offset for d in self.retention_decisions(now_ms) if d.delete}
+        return self.delete_segments([s for s in self._segments if s.base_offset in victims])
 
     def delete_segments(self, segments: Iterable[LogSegment]) -> list[int]:
         """Remove `segments` (a prefix): roll first if all would go, rename files to .deleted,
@@ -743,12 +728,7 @@ class PartitionLog:
 
     def purge_deleted_files(self) -> list[str]:
         """Physically remove `*.deleted` files (Kafka does it file.delete.delay.ms later)."""
-        removed = []
-        for p in sorted(self.dir.iterdir()):
-            if p.name.endswith(DELETED_FILE_SUFFIX) and not KRAFT_CHECKPOINT_DELETED.match(p.name):
-                p.unlink()
-                removed.append(p.name)
-        return removed
+        return purge_deleted_files(self.dir)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start_writeback(self) -> None:
@@ -821,13 +801,6 @@ def _gather_i32(buffer: Any, at: np.ndarray) -> np.ndarray:
     arr = np.frombuffer(buffer, dtype=np.uint8)
     idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(4)
     return arr[idx].copy().view(">i4").ravel().astype(np.int64)
-
-
-def _policy_has(config: Any, policy: str) -> bool:
-    value = getattr(config, "cleanup_policy", ("delete",))
-    if isinstance(value, str):
-        value = tuple(v.strip() for v in value.split(","))
-    return policy in value
 
 
 def _now(now: int | None) -> int:

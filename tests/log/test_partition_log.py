@@ -110,8 +110,8 @@ def _three_segments(tmp_path: Path, **extra) -> PartitionLog:
 @pytest.mark.parametrize("factor,remaining", [(10, 2), (15, 3)])
 def test_case32_size_retention(tmp_path: Path, factor: int, remaining: int) -> None:
     s = batch_size()
-    log = _three_segments(tmp_path, retention_bytes=factor * s)
-    log.delete_segments(log.deletable_segments_by_size())
+    log = _three_segments(tmp_path, retention_bytes=factor * s, retention_ms=-1)
+    log.delete_old_segments()
     assert len(log.segments) == remaining
 
 
@@ -138,9 +138,9 @@ def test_case33_time_retention(
 def test_log_start_offset_retention(tmp_path: Path) -> None:
     log = _three_segments(tmp_path)
     log.log_start_offset = 7
-    assert [s.base_offset for s in log.deletable_segments_by_log_start_offset()] == [0]
+    assert [d.base_offset for d in log.retention_decisions(now_ms=10) if d.delete] == [0]
     log.log_start_offset = 10
-    assert [s.base_offset for s in log.deletable_segments_by_log_start_offset()] == [0, 5]
+    assert [d.base_offset for d in log.retention_decisions(now_ms=10) if d.delete] == [0, 5]
 
 
 # ---- §13 case 34: time roll with jitter --------------------------------------------------------------

@@ -1,0 +1,330 @@
+"""Retention cleanup: delete the segments Kafka's retention would delete (§7).
+
+    ./spark-submit.sh retention --log-dir /data/kafka-logs [--now 2024-05-01T00:00:00Z]
+    ./spark-submit.sh retention --log-dir /data/kafka-logs --apply --report /data/reports/retention
+
+From a notebook: `jobs.retention.run(spark, "/data/kafka-logs", apply=False)`.
+
+A dry run (the default) changes no byte: it reports every segment with keep/delete and why.
+`--apply` deletes the way a broker does, in steps that each leave a state both a broker and the
+next run understand:
+1. tasks rename each victim's files to `.deleted`, oldest first, and drop leader-epoch entries
+   below the new log start offset;
+2. the driver writes `log-start-offset-checkpoint` atomically;
+3. tasks remove the `.deleted` files (a killed run's leftovers are removed by the next run, or
+   by a broker at startup).
+The run holds the log dir's run lock, so it never overlaps an ingest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs.maintenance.common import (
+    MaintenanceResult,
+    PartitionRef,
+    list_partitions,
+    maintenance_arg_parser,
+    maintenance_lock,
+    new_run_id,
+    parse_now,
+    run_cli,
+    run_units,
+    topics_arg,
+)
+from jobs.maintenance.report import write_report
+from jobs.maintenance.topic_configs import resolve_topic_configs
+from kafkalog_core.config import LogConfig
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.log.names import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+)
+from kafkalog_core.log.retention import (
+    backfill_risk,
+    list_segment_logs,
+    mark_segments_deleted,
+    purge_deleted_files,
+    read_segment_facts,
+    retention_decisions,
+    truncate_leader_epochs_from_start,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JOB = "retention"
+SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type")
+
+REPORT_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("base_offset", pa.int64()),
+        pa.field("next_offset", pa.int64()),
+        pa.field("size_bytes", pa.int64()),
+        pa.field("batches", pa.int64()),
+        pa.field("max_timestamp", pa.int64()),
+        pa.field("largest_timestamp", pa.int64()),
+        pa.field("last_modified", pa.int64()),
+        pa.field("action", pa.string()),  # delete / keep
+        pa.field("rule", pa.string()),  # log-start-offset / retention.bytes / retention.ms
+        pa.field("reason", pa.string()),
+        pa.field("backfill_risk", pa.bool_()),
+        pa.field("log_start_offset", pa.int64()),  # after this run's deletes
+        pa.field("applied", pa.bool_()),
+        pa.field("settings", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class RetentionOptions:
+    """What every task needs besides its unit."""
+
+    log_dir: str
+    now_ms: int
+    apply: bool
+
+
+def retention_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    """Per partition: read segment facts, decide, and with `apply` do phase one of the delete."""
+
+    def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
+        pdir = Path(options.log_dir) / unit["dir"]
+        if options.apply:
+            purge_deleted_files(pdir)  # a killed apply's leftovers (a broker would drop them too)
+        facts = [read_segment_facts(p) for p in list_segment_logs(pdir)]
+        if not facts:
+            return []
+        config = LogConfig.from_dict(unit["config"])
+        decisions = retention_decisions(
+            facts,
+            config,
+            now_ms=options.now_ms,
+            log_start_offset=unit["log_start_offset"],
+            high_watermark=unit["high_watermark"],
+        )
+        victims = [d.base_offset for d in decisions if d.delete]
+        kept = [d.base_offset for d in decisions if not d.delete]
+        new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0])
+        if options.apply and victims:
+            mark_segments_deleted(pdir, victims)
+            truncate_leader_epochs_from_start(pdir, new_lso)
+        return [
+            {
+                "topic": unit["topic"],
+                "partition": unit["partition"],
+                "base_offset": f.base_offset,
+                "next_offset": f.next_offset,
+                "size_bytes": f.size,
+                "batches": f.batches,
+                "max_timestamp": f.max_timestamp,
+                "largest_timestamp": f.largest_timestamp,
+                "last_modified": f.last_modified_ms,
+                "action": "delete" if d.delete else "keep",
+                "rule": d.rule,
+                "reason": d.reason,
+                "backfill_risk": backfill_risk(f, config, options.now_ms),
+                "log_start_offset": new_lso,
+                "applied": bool(options.apply and d.delete),
+                "settings": unit["settings"],
+            }
+            for f, d in zip(facts, decisions, strict=True)
+        ]
+
+    return task
+
+
+def purge_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    """Phase three: remove the `.deleted` files once the checkpoint is written."""
+
+    def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
+        removed = purge_deleted_files(Path(options.log_dir) / unit["dir"])
+        return [{"dir": unit["dir"], "removed": len(removed)}]
+
+    return task
+
+
+def _root_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
+    return OffsetCheckpointFile(log_dir / name).read()
+
+
+def run(
+    spark: SparkSession,
+    log_dir: str,
+    *,
+    apply: bool = False,
+    topic_config: str | None = None,
+    report: str | None = None,
+    run_id: str | None = None,
+    topics: Sequence[str] = (),
+    now: str | int | None = None,
+    tasks: int | None = None,
+    out: Callable[[str], None] = print,
+) -> MaintenanceResult:
+    """Decide (and with `apply`, delete) per segment; return the report and the summary."""
+    root = Path(log_dir).absolute()
+    run_id = run_id or new_run_id(JOB)
+    now_ms = parse_now(now)
+    refs = list_partitions(root, topics)
+    configs = resolve_topic_configs(root, sorted({r.topic for r in refs}), topic_config)
+    options = RetentionOptions(str(root), now_ms, apply)
+    with maintenance_lock(root, run_id):
+        lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
+        start_offsets = lso_file.read()
+        high_watermarks = _root_offsets(root, REPLICATION_OFFSET_CHECKPOINT_FILE)
+        units = [_unit(r, configs[r.topic], start_offsets, high_watermarks) for r in refs]
+        rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
+        if apply:
+            _advance_log_start_offsets(lso_file, start_offsets, rows)
+            touched = {(t, p) for t, p, a in _triples(rows) if a}
+            purge_units = [r.unit() for r in refs if (r.topic, r.partition) in touched]
+            purge_schema = pa.schema([("dir", pa.string()), ("removed", pa.int64())])
+            run_units(spark, purge_units, purge_task(options), purge_schema, tasks=tasks)
+    rows = rows.sort_by(
+        [("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")]
+    )
+    if report:
+        write_report(spark, rows, report, run_id=run_id, job=JOB)
+    summary, warnings = summarize(rows, root, now_ms, apply, run_id)
+    out(summary)
+    for warning in warnings:
+        out(f"kafkalog: warning: {warning}")
+    frame = spark.createDataFrame(rows) if rows.num_rows else None
+    return MaintenanceResult(JOB, run_id, frame, summary, 0, warnings, rows)
+
+
+def _unit(ref: PartitionRef, resolved, start_offsets, high_watermarks) -> dict[str, Any]:
+    tp = (ref.topic, ref.partition)
+    return ref.unit(
+        config=resolved.config.to_dict(non_default=True),
+        settings=resolved.describe(SETTINGS),
+        log_start_offset=start_offsets.get(tp, 0),
+        high_watermark=high_watermarks.get(tp),
+    )
+
+
+def _triples(rows: pa.Table):
+    return zip(
+        rows.column("topic").to_pylist(),
+        rows.column("partition").to_pylist(),
+        rows.column("applied").to_pylist(),
+        strict=True,
+    )
+
+
+def _advance_log_start_offsets(
+    lso_file: OffsetCheckpointFile, before: dict[tuple[str, int], int], rows: pa.Table
+) -> None:
+    """Write the new log start offsets (never lower than recorded) in one atomic replace."""
+    after = dict(before)
+    for topic, partition, lso in zip(
+        rows.column("topic").to_pylist(),
+        rows.column("partition").to_pylist(),
+        rows.column("log_start_offset").to_pylist(),
+        strict=True,
+    ):
+        tp = (topic, partition)
+        after[tp] = max(after.get(tp, 0), lso)
+    if after != before:
+        lso_file.write(after)
+
+
+def _human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def summarize(
+    rows: pa.Table, root: Path, now_ms: int, apply: bool, run_id: str
+) -> tuple[str, list[str]]:
+    """The printed summary and the backfill warnings, one per topic."""
+    when = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    mode = "applied" if apply else "dry run, nothing changed"
+    records = rows.to_pylist()
+    partitions = {(r["topic"], r["partition"]) for r in records}
+    deleted = [r for r in records if r["action"] == "delete"]
+    by_rule: dict[str, int] = defaultdict(int)
+    for r in deleted:
+        by_rule[r["rule"]] += 1
+    rules = ", ".join(f"{n} by {rule}" for rule, n in sorted(by_rule.items()))
+    lines = [
+        f"retention {run_id} ({mode}) on {root} at {when}: {len(partitions)} partitions, "
+        f"{len(records)} segments",
+        f"  delete {len(deleted)} segments ({_human_bytes(sum(r['size_bytes'] for r in deleted))})"
+        + (f": {rules}" if rules else ""),
+        f"  keep {len(records) - len(deleted)} segments",
+    ]
+    per_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in deleted:
+        per_topic[r["topic"]].append(r)
+    for topic in sorted(per_topic):
+        hits = per_topic[topic]
+        lines.append(
+            f"  {topic}: delete {len(hits)} segments in {len({r['partition'] for r in hits})} "
+            f"partitions, {_human_bytes(sum(r['size_bytes'] for r in hits))}"
+        )
+    if deleted and not apply:
+        lines.append("  run again with --apply to delete them")
+    warnings = []
+    risky: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r["backfill_risk"]:
+            risky[r["topic"]].append(r)
+    for topic in sorted(risky):
+        hits = risky[topic]
+        oldest = min(r["max_timestamp"] for r in hits)
+        age = datetime.fromtimestamp(oldest / 1000, tz=timezone.utc).date().isoformat()
+        warnings.append(
+            f"topic {topic}: {len(hits)} segments were written within retention.ms but hold "
+            f"CreateTime timestamps older than it (newest record of the oldest from {age}); a "
+            f"broker deletes them at its next retention check (backfilled history?). Raise "
+            f"retention.ms, or use message.timestamp.type=LogAppendTime ({hits[0]['settings']})"
+        )
+    return "\n".join(lines), warnings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = maintenance_arg_parser(
+        JOB, "Delete the segments Kafka's retention would delete (dry run unless --apply)."
+    )
+    parser.add_argument(
+        "--apply", action="store_true", help="delete (default: a dry run that changes nothing)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure."""
+
+    def runner(spark, args):
+        return run(
+            spark,
+            args.log_dir,
+            apply=args.apply,
+            topic_config=args.topic_config,
+            report=args.report,
+            run_id=args.run_id,
+            topics=topics_arg(args.topics),
+            now=args.now,
+            tasks=args.tasks,
+        )
+
+    return run_cli(JOB, argv, _parser(), runner)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Which segments Kafka's retention would delete (§7), decided from plain segment facts.
+
+Pure decisions over `SegmentFacts` (read-only, see `read_segment_facts`), so the Spark
+retention job, `PartitionLog.delete_old_segments` and the tests share one rule set:
+
+- the log-start-offset breach always: a segment whose successor starts at or below the log
+  start offset;
+- with `delete` in cleanup.policy, then the size breach (`retention.bytes`, oldest first while
+  the excess still covers the whole segment) and then the time breach (`now - largest
+  timestamp > retention.ms`; the largest timestamp is the newest batch's, or the .log file's
+  modification time when no batch carries one);
+- only a prefix of the log goes, and only segments wholly below the high watermark;
+- never the active (last) segment: an offline tool cannot roll a new one for a broker.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.log.checkpoints import LeaderEpochCache, fsync_dir
+from kafkalog_core.log.names import (
+    DELETED_FILE_SUFFIX,
+    INDEX_SUFFIXES,
+    KRAFT_CHECKPOINT_DELETED,
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    LOG_FILE_SUFFIX,
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    offset_from_file_name,
+)
+from kafkalog_core.record.batch import NO_TIMESTAMP, iter_batch_headers
+
+LOG_START_OFFSET = "log-start-offset"
+RETENTION_BYTES = "retention.bytes"
+RETENTION_MS = "retention.ms"
+
+
+@dataclass(frozen=True)
+class SegmentFacts:
+    """What retention needs to know about one segment, read without changing a byte."""
+
+    base_offset: int
+    size: int  # bytes of the .log (indexes do not count toward retention.bytes)
+    next_offset: int  # last offset + 1 of its last complete batch (base offset when empty)
+    max_timestamp: int  # the newest batch's max timestamp, or -1 when no batch carries one
+    last_modified_ms: int  # the .log file's mtime
+    batches: int
+    corrupt_at: int | None = None  # position where the header walk met a corrupt batch
+
+    @property
+    def largest_timestamp(self) -> int:
+        """LogSegment.largestTimestamp: the max record timestamp, else the file's mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+
+@dataclass(frozen=True)
+class RetentionDecision:
+    """Keep or delete one segment, and why in plain words."""
+
+    base_offset: int
+    delete: bool
+    rule: str  # the rule that deletes it ("" when kept)
+    reason: str
+
+
+def read_segment_facts(log_path: str | os.PathLike[str]) -> SegmentFacts:
+    """The facts of one .log: size, mtime, offsets and the newest batch timestamp.
+
+    Walks only the batch headers (one per batch, through a read-only mmap). A corrupt header
+    stops the walk; what was read so far is kept and `corrupt_at` says where it stopped.
+    """
+    path = Path(log_path)
+    base = offset_from_file_name(path.name)
+    with open(path, "rb") as fh:
+        stat = os.fstat(fh.fileno())
+        size = stat.st_size
+        max_ts, next_offset, count, corrupt_at = NO_TIMESTAMP, base, 0, None
+        if size:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                try:
+                    for header in iter_batch_headers(buf):
+                        max_ts = max(max_ts, header.max_timestamp)
+                        next_offset = header.last_offset + 1
+                        count += 1
+                        position = header.position + header.size
+                except CorruptRecordError:
+                    corrupt_at = position if count else 0
+    return SegmentFacts(
+        base_offset=base,
+        size=size,
+        next_offset=next_offset,
+        max_timestamp=max_ts,
+        last_modified_ms=int(stat.st_mtime * 1000),
+        batches=count,
+        corrupt_at=corrupt_at,
+    )
+
+
+def list_segment_logs(partition_dir: str | os.PathLike[str]) -> list[Path]:
+    """The partition's live `.log` files, oldest first (no `.deleted`/`.cleaned`/`.swap`)."""
+    logs = [
+        p
+        for p in Path(partition_dir).iterdir()
+        if p.name.endswith(LOG_FILE_SUFFIX) and len(p.name) == 20 + len(LOG_FILE_SUFFIX)
+    ]
+    return sorted(logs, key=lambda p: p.name)
+
+
+def _days(ms: int) -> str:
+    return f"{ms / 86_400_000:.1f} d" if abs(ms) >= 86_400_000 else f"{ms / 3_600_000:.1f} h"
+
+
+def retention_decisions(
+    segments: Sequence[SegmentFacts],
+    config: Any,
+    *,
+    now_ms: int,
+    log_start_offset: int,
+    high_watermark: int | None = None,
+    keep_active: bool = True,
+) -> list[RetentionDecision]:
+    """Keep/delete for every segment (oldest first), in Kafka's order of rules.
+
+    `config` is a LogConfig (retention.ms, retention.bytes, cleanup.policy). The high
+    watermark defaults to the log end offset. `keep_active=False` is the broker's own rule
+    (a non-empty active segment may go; the caller then rolls a new one first).
+    """
+    segs = list(segments)
+    if not segs:
+        return []
+    leo = segs[-1].next_offset
+    hw = leo if high_watermark is None else min(high_watermark, leo)
+    rule_of: dict[int, tuple[str, str]] = {}
+    start = 0  # index of the first segment still in the log
+    lso = max(log_start_offset, segs[0].base_offset)
+
+    last = len(segs) - 1 if keep_active else len(segs)
+
+    def upper_bound(k: int) -> int:
+        return segs[k + 1].base_offset if k + 1 < len(segs) else leo
+
+    def take(rule: str, predicate: Callable[[int], str | None]) -> None:
+        """Delete the longest prefix of the remaining segments that `predicate` explains."""
+        nonlocal start, lso
+        k = start
+        while k < last:
+            if hw < upper_bound(k) or (k == len(segs) - 1 and segs[k].size == 0):
+                break
+            why = predicate(k)
+            if why is None:
+                break
+            rule_of[k] = (rule, why)
+            k += 1
+        start = k
+        lso = max(lso, upper_bound(k - 1) if k == len(segs) else segs[k].base_offset)
+
+    take(
+        LOG_START_OFFSET,
+        lambda k: (
+            f"below the log start offset {lso} (the next segment starts at "
+            f"{segs[k + 1].base_offset})"
+            if k + 1 < len(segs) and segs[k + 1].base_offset <= lso
+            else None
+        ),
+    )
+    delete_policy = config.delete
+    retention_bytes = int(config.retention_bytes)
+    retention_ms = int(config.retention_ms)
+    if delete_policy and retention_bytes >= 0:
+        log_size = sum(s.size for s in segs[start:])
+        excess = log_size - retention_bytes
+        if log_size >= retention_bytes:
+
+            def by_size(k: int) -> str | None:
+                nonlocal excess
+                if excess - segs[k].size < 0:
+                    return None
+                why = (
+                    f"partition size {log_size} B exceeds retention.bytes={retention_bytes} "
+                    f"by {excess} B, which covers this {segs[k].size} B segment"
+                )
+                excess -= segs[k].size
+                return why
+
+            take(RETENTION_BYTES, by_size)
+    if delete_policy and retention_ms >= 0:
+        take(
+            RETENTION_MS,
+            lambda k: (
+                f"largest timestamp {segs[k].largest_timestamp} is "
+                f"{_days(now_ms - segs[k].largest_timestamp)} old > retention.ms={retention_ms}"
+                if now_ms - segs[k].largest_timestamp > retention_ms
+                else None
+            ),
+        )
+    out = []
+    for k, seg in enumerate(segs):
+        if k in rule_of:
+            rule, why = rule_of[k]
+            out.append(RetentionDecision(seg.base_offset, True, rule, why))
+        else:
+            out.append(
+                RetentionDecision(
+                    seg.base_offset,
+                    False,
+                    "",
+                    _why_kept(segs, k, start, hw, config, now_ms, delete_policy),
+                )
+            )
+    return out
+
+
+def _why_kept(
+    segs: Sequence[SegmentFacts],
+    k: int,
+    start: int,
+    hw: int,
+    config: Any,
+    now_ms: int,
+    delete_policy: bool,
+) -> str:
+    seg = segs[k]
+    if k == len(segs) - 1:
+        return "active segment (never deleted)"
+    if hw < segs[k + 1].base_offset:
+        return f"reaches above the high watermark {hw}"
+    if k < start:  # pragma: no cover - only deleted segments precede `start`
+        return "deleted"
+    if not delete_policy:
+        return f"cleanup.policy={','.join(config.cleanup_policy)} has no delete"
+    retention_ms = int(config.retention_ms)
+    age = now_ms - seg.largest_timestamp
+    time_ok = retention_ms < 0 or age <= retention_ms
+    own = (
+        "retention.ms=-1 (no time limit)"
+        if retention_ms < 0
+        else f"largest timestamp is {_days(age)} old, within retention.ms={retention_ms}"
+    )
+    if not time_ok and k > start:
+        return "an older segment is retained (only a prefix of the log is deleted)"
+    if int(config.retention_bytes) >= 0:
+        own += f"; partition within retention.bytes={int(config.retention_bytes)}"
+    return own
+
+
+def backfill_risk(seg: SegmentFacts, config: Any, now_ms: int) -> bool:
+    """True when the segment was written within retention.ms but its records' CreateTime
+    timestamps are older than retention.ms: a broker deletes such backfilled data on its
+    next retention check, however recently it was written."""
+    retention_ms = int(config.retention_ms)
+    if retention_ms < 0 or seg.max_timestamp < 0 or not config.delete:
+        return False
+    if config.message_timestamp_type == "LogAppendTime":
+        return False
+    return now_ms - seg.max_timestamp > retention_ms >= now_ms - seg.last_modified_ms
+
+
+# ---- acting on the decisions: Kafka's two-phase delete ------------------------------------------
+StepHook = Callable[[str, Path], None]
+
+
+def _no_hook(_step: str, _path: Path) -> None:
+    return None
+
+
+def mark_segments_deleted(
+    partition_dir: str | os.PathLike[str],
+    base_offsets: Sequence[int],
+    *,
+    hook: StepHook = _no_hook,
+) -> list[str]:
+    """Phase one of a delete: rename each segment's files (and its producer snapshot) to
+    `.deleted`, oldest segment first. Returns the new names.
+
+    Per segment the index files go first and the .log last, so a kill at any point leaves
+    either a whole segment (perhaps without some index files, which a broker rebuilds) or a
+    deleted one, and the deleted ones are always a prefix of the log. A broker's loader removes
+    `.deleted` files at startup; `purge_deleted_files` removes them here.
+    """
+    pdir = Path(partition_dir)
+    renamed = []
+    for base in sorted(base_offsets):
+        stem = f"{base:020d}"
+        for suffix in (*INDEX_SUFFIXES, PRODUCER_SNAPSHOT_FILE_SUFFIX, LOG_FILE_SUFFIX):
+            path = pdir / f"{stem}{suffix}"
+            if path.exists():
+                hook("rename", path)
+                os.replace(path, path.with_name(path.name + DELETED_FILE_SUFFIX))
+                renamed.append(path.name + DELETED_FILE_SUFFIX)
+    if renamed:
+        fsync_dir(pdir)
+    return renamed
+
+
+def purge_deleted_files(
+    partition_dir: str | os.PathLike[str], *, hook: StepHook = _no_hook
+) -> list[str]:
+    """Phase two: remove the partition's `*.deleted` segment files (not KRaft snapshots)."""
+    pdir = Path(partition_dir)
+    removed = []
+    for path in sorted(pdir.iterdir()):
+        if path.name.endswith(DELETED_FILE_SUFFIX) and not KRAFT_CHECKPOINT_DELETED.match(
+            path.name
+        ):
+            hook("unlink", path)
+            path.unlink()
+            removed.append(path.name)
+    return removed
+
+
+def truncate_leader_epochs_from_start(
+    partition_dir: str | os.PathLike[str], log_start_offset: int, *, hook: StepHook = _no_hook
+) -> bool:
+    """Drop leader-epoch entries below the new log start offset, as a broker does after a
+    retention delete (written atomically). True when the file changed."""
+    path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT_FILE
+    if not path.exists():
+        return False
+    cache = LeaderEpochCache(path)
+    if not cache.truncate_from_start(log_start_offset):
+        return False
+    hook("write", path)
+    cache.write()
+    return True

@@ -1,0 +1,168 @@
+"""The retention job on generated log dirs: dry run, --apply, idempotence, kills, the CLI."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import jobs.retention as retention_job
+from jobs.maintenance.report import read_report
+from kafkalog_core.config import LogConfig
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.retention import mark_segments_deleted, purge_deleted_files
+from tests.log.test_partition_log import batch_size, singles
+
+DAY = 86_400_000
+NOW = int(time.time() * 1000)
+SEGMENT_BYTES = 5 * batch_size()  # five single-record batches per segment
+
+
+def _partition(root: Path, name: str, start_ts: int, segments: int = 4) -> None:
+    log = PartitionLog.create(root / name, LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES}))
+    for k in range(segments):
+        log.append_batches(singles(log, 5, start_ts=start_ts + k * DAY))
+    log.close()
+
+
+@pytest.fixture()
+def log_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "src" / "logs"
+    _partition(root, "events-0", NOW - 40 * DAY)  # segments of 40, 39, 38, 37 days ago
+    _partition(root, "events-1", NOW - 2 * DAY)  # all young
+    _partition(root, "changelog-0", NOW - 40 * DAY)  # compacted: time retention never applies
+    (root.parent / "topics.yaml").write_text(
+        "defaults: {retention.ms: 864000000}\n"  # 10 days
+        "topics:\n  changelog: {cleanup.policy: compact}\n"
+    )
+    return root
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _run(spark, root: Path, **kw):
+    kw.setdefault("topic_config", str(root.parent / "topics.yaml"))
+    kw.setdefault("now", NOW)
+    return retention_job.run(spark, str(root), out=lambda _line: None, **kw)
+
+
+def test_dry_run_reports_every_segment_and_changes_nothing(spark, log_dir: Path) -> None:
+    before = _checksums(log_dir)
+    result = _run(spark, log_dir, report=str(log_dir.parent / "report"))
+    assert _checksums(log_dir) == before
+    rows = result.rows.to_pylist()
+    assert len(rows) == 12
+    events0 = [r for r in rows if (r["topic"], r["partition"]) == ("events", 0)]
+    assert [r["action"] for r in events0] == ["delete", "delete", "delete", "keep"]
+    assert {r["rule"] for r in events0[:3]} == {"retention.ms"}
+    assert "active segment" in events0[3]["reason"]
+    assert {r["action"] for r in rows if r["topic"] != "events" or r["partition"] != 0} == {"keep"}
+    assert "retention.ms=864000000 (file" in events0[0]["settings"]
+    assert "dry run" in result.summary and "delete 3 segments" in result.summary
+    # written just now with 40-day-old CreateTimes: the backfill trap
+    assert len(result.warnings) == 1 and "events" in result.warnings[0]
+    assert "changelog" not in result.warnings[0]
+    assert read_report(log_dir.parent / "report").num_rows == 12
+    assert result.report is not None and result.report.count() == 12
+
+
+def test_apply_deletes_advances_the_log_start_offset_and_is_idempotent(
+    spark, log_dir: Path
+) -> None:
+    result = _run(spark, log_dir, apply=True)
+    pdir = log_dir / "events-0"
+    assert sorted(p.name for p in pdir.glob("*.log")) == ["00000000000000000015.log"]
+    assert not list(log_dir.rglob("*.deleted"))
+    starts = OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read()
+    assert starts[("events", 0)] == 15
+    reopened = PartitionLog.open(pdir, LogConfig())
+    assert reopened.log_start_offset == 15 and reopened.log_end_offset == 20
+    reopened.close()
+    assert "applied" in result.summary
+    after = _checksums(log_dir)
+    again = _run(spark, log_dir, apply=True)
+    assert {r["action"] for r in again.rows.to_pylist()} == {"keep"}
+    assert _checksums(log_dir) == after
+
+
+def _crash_after(k: int):
+    calls = {"n": 0}
+
+    def hook(step: str, path: Path) -> None:
+        calls["n"] += 1
+        if calls["n"] > k:
+            raise KeyboardInterrupt(f"killed before {step} {path.name}")
+
+    return hook
+
+
+def _visible_segments(pdir: Path) -> list[str]:
+    return sorted(p.name for p in pdir.glob("*.log"))
+
+
+@pytest.mark.parametrize("phase", ["rename", "checkpoint", "purge"])
+def test_a_kill_at_any_step_converges(
+    spark, log_dir: Path, tmp_path: Path, monkeypatch, phase: str
+) -> None:
+    clean = tmp_path / "clean" / "logs"
+    shutil.copytree(log_dir.parent, clean.parent)
+    _run(spark, clean, apply=True)
+    want = _checksums(clean)
+    original = _visible_segments(log_dir / "events-0")
+    # 3 segments of 3 files each (.log .index .timeindex) are renamed, then unlinked
+    steps = {"rename": range(0, 9, 2), "checkpoint": [None], "purge": range(0, 9, 3)}[phase]
+    for k in steps:
+        work = tmp_path / f"kill-{phase}-{k}"
+        shutil.copytree(log_dir.parent, work)
+        root = work / "logs"
+        options = retention_job.RetentionOptions(str(root), NOW, apply=True)
+        unit = {
+            "topic": "events",
+            "partition": 0,
+            "dir": "events-0",
+            "config": {"retention.ms": 864000000},
+            "settings": "",
+            "log_start_offset": 0,
+            "high_watermark": None,
+        }
+        if phase == "rename":
+            patched = functools.partial(mark_segments_deleted, hook=_crash_after(k))
+            monkeypatch.setattr(retention_job, "mark_segments_deleted", patched)
+            with pytest.raises(KeyboardInterrupt):
+                retention_job.retention_task(options)(unit)
+            monkeypatch.undo()
+        else:
+            retention_job.retention_task(options)(unit)  # phase one done, then killed
+            if phase == "purge":
+                with pytest.raises(KeyboardInterrupt):
+                    purge_deleted_files(root / "events-0", hook=_crash_after(k))
+        # what a broker would load now: a suffix of the original segments, whole
+        seen = _visible_segments(root / "events-0")
+        assert seen == original[len(original) - len(seen) :]
+        log = PartitionLog.open(root / "events-0", LogConfig())
+        assert log.log_end_offset == 20
+        log.close()
+        _run(spark, root, apply=True)
+        assert _checksums(root) == want, (phase, k)
+
+
+def test_cli_dry_run_and_bad_input(log_dir: Path, capsys) -> None:
+    code = retention_job.main(["--log-dir", str(log_dir / "missing")])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kafkalog: error:") and "missing" in err[0]
+    bad = log_dir.parent / "bad.yaml"
+    bad.write_text("topics:\n  events: {retention.ms: soon}\n")
+    assert retention_job.main(["--log-dir", str(log_dir), "--topic-config", str(bad)]) == 1
+    assert "retention.ms" in capsys.readouterr().err

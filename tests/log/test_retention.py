@@ -1,0 +1,176 @@
+"""Retention decisions (§7) from segment facts, and the two-phase delete on files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkalog_core.config import LogConfig
+from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
+from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.retention import (
+    SegmentFacts,
+    backfill_risk,
+    list_segment_logs,
+    mark_segments_deleted,
+    purge_deleted_files,
+    read_segment_facts,
+    retention_decisions,
+    truncate_leader_epochs_from_start,
+)
+from tests.log.test_partition_log import batch_size, singles
+
+DAY = 86_400_000
+NOW = 100 * DAY
+
+
+def cfg(**kw) -> LogConfig:
+    return LogConfig.from_dict({k.replace("_", "."): str(v) for k, v in kw.items()})
+
+
+def seg(base: int, nxt: int, *, size: int = 100, ts: int = NOW, mtime: int = NOW) -> SegmentFacts:
+    return SegmentFacts(base, size, nxt, ts, mtime, batches=nxt - base)
+
+
+def decide(segs, config, **kw):
+    kw.setdefault("now_ms", NOW)
+    kw.setdefault("log_start_offset", 0)
+    return [(d.delete, d.rule) for d in retention_decisions(segs, config, **kw)]
+
+
+def test_time_breach_deletes_a_prefix_never_the_active_segment() -> None:
+    segs = [
+        seg(0, 10, ts=NOW - 9 * DAY),
+        seg(10, 20, ts=NOW - 8 * DAY),
+        seg(20, 30, ts=NOW - 9 * DAY),
+    ]
+    assert decide(segs, cfg()) == [(True, "retention.ms"), (True, "retention.ms"), (False, "")]
+    # a young segment in between protects everything after it (only a prefix goes)
+    segs = [
+        seg(0, 10, ts=NOW - 9 * DAY),
+        seg(10, 20, ts=NOW - DAY),
+        seg(20, 30, ts=NOW - 9 * DAY),
+        seg(30, 31),
+    ]
+    decisions = retention_decisions(segs, cfg(), now_ms=NOW, log_start_offset=0)
+    assert [d.delete for d in decisions] == [True, False, False, False]
+    assert "within retention.ms" in decisions[1].reason
+    assert "only a prefix" in decisions[2].reason
+    assert "active segment" in decisions[3].reason
+
+
+def test_time_uses_file_mtime_when_no_timestamp() -> None:
+    segs = [seg(0, 10, ts=-1, mtime=NOW - 8 * DAY), seg(10, 20, ts=-1, mtime=NOW), seg(20, 21)]
+    assert decide(segs, cfg()) == [(True, "retention.ms"), (False, ""), (False, "")]
+    assert decide(segs, cfg(retention_ms=-1)) == [(False, "")] * 3
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [
+        (250, [True, False, False, False]),  # excess 150 covers one 100 B segment, then 50 < 100
+        (300, [True, False, False, False]),  # excess 100: exactly one segment
+        (301, [False, False, False, False]),  # excess 99 covers no whole segment
+        (400, [False, False, False, False]),
+        (0, [True, True, True, False]),  # everything but the active segment
+    ],
+)
+def test_size_breach_the_way_kafka_counts_the_excess(limit: int, expected: list[bool]) -> None:
+    segs = [seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 40)]
+    got = decide(segs, cfg(retention_bytes=limit))
+    assert [d for d, _ in got] == expected
+    assert {r for d, r in got if d} <= {"retention.bytes"}
+
+
+def test_log_start_offset_breach_even_for_compact_only() -> None:
+    segs = [seg(0, 10, ts=0), seg(10, 20, ts=0), seg(20, 30, ts=0)]
+    compact = cfg(cleanup_policy="compact")
+    assert decide(segs, compact, log_start_offset=15) == [
+        (True, "log-start-offset"),
+        (False, ""),
+        (False, ""),
+    ]
+    assert decide(segs, compact, log_start_offset=0) == [(False, "")] * 3
+    d = retention_decisions(segs, compact, now_ms=NOW, log_start_offset=0)
+    assert "has no delete" in d[0].reason
+
+
+def test_rules_apply_in_kafka_order() -> None:
+    segs = [
+        seg(0, 10, ts=NOW - 9 * DAY),
+        seg(10, 20, ts=NOW - 9 * DAY),
+        seg(20, 30, ts=NOW - 9 * DAY),
+        seg(30, 31),
+    ]
+    got = decide(segs, cfg(retention_bytes=200), log_start_offset=10)
+    assert got == [
+        (True, "log-start-offset"),
+        (True, "retention.bytes"),
+        (True, "retention.ms"),
+        (False, ""),
+    ]
+
+
+def test_high_watermark_bounds_deletion() -> None:
+    segs = [seg(0, 10, ts=0), seg(10, 20, ts=0), seg(20, 30, ts=0)]
+    got = retention_decisions(segs, cfg(), now_ms=NOW, log_start_offset=0, high_watermark=15)
+    assert [d.delete for d in got] == [True, False, False]
+    assert "high watermark 15" in got[1].reason
+
+
+def test_broker_rule_may_take_the_active_segment() -> None:
+    segs = [seg(0, 10, ts=0), seg(10, 20, ts=0)]
+    got = decide(segs, cfg(), keep_active=False)
+    assert got == [(True, "retention.ms"), (True, "retention.ms")]
+    empty_active = [seg(0, 10, ts=0), seg(10, 10, size=0, ts=-1, mtime=0)]
+    assert decide(empty_active, cfg(), keep_active=False) == [(True, "retention.ms"), (False, "")]
+
+
+def test_backfill_risk_only_for_fresh_files_with_old_create_times() -> None:
+    old_fresh = seg(0, 10, ts=NOW - 30 * DAY, mtime=NOW - DAY)
+    assert backfill_risk(old_fresh, cfg(), NOW)
+    assert not backfill_risk(seg(0, 10, ts=NOW - 30 * DAY, mtime=NOW - 29 * DAY), cfg(), NOW)
+    assert not backfill_risk(old_fresh, cfg(message_timestamp_type="LogAppendTime"), NOW)
+    assert not backfill_risk(old_fresh, cfg(retention_ms=-1), NOW)
+    assert not backfill_risk(old_fresh, cfg(cleanup_policy="compact"), NOW)
+
+
+def _log(tmp_path: Path) -> Path:
+    log = PartitionLog.create(tmp_path / "t-0", cfg(segment_bytes=5 * batch_size()))
+    for _ in range(3):
+        log.append_batches(singles(log, 5, start_ts=10))
+    log.close()
+    return tmp_path / "t-0"
+
+
+def test_read_segment_facts_matches_the_log(tmp_path: Path) -> None:
+    pdir = _log(tmp_path)
+    facts = [read_segment_facts(p) for p in list_segment_logs(pdir)]
+    assert [f.base_offset for f in facts][:2] == [0, facts[1].base_offset]
+    assert all(a.next_offset == b.base_offset for a, b in zip(facts, facts[1:], strict=False))
+    assert facts[-1].next_offset == 15
+    assert sum(f.batches for f in facts) == 15
+    assert facts[0].max_timestamp == max(10 + i for i in range(facts[0].next_offset))
+    assert all(f.corrupt_at is None for f in facts)
+
+
+def test_two_phase_delete_and_epochs(tmp_path: Path) -> None:
+    pdir = _log(tmp_path)
+    LeaderEpochCheckpointFile(pdir / "leader-epoch-checkpoint").write(
+        [EpochEntry(0, 0), EpochEntry(3, 12)]
+    )
+    logs = list_segment_logs(pdir)
+    victim = int(logs[0].name[:20])
+    nxt = int(logs[1].name[:20])
+    renamed = mark_segments_deleted(pdir, [victim])
+    assert f"{victim:020d}.log.deleted" in renamed and not logs[0].exists()
+    assert truncate_leader_epochs_from_start(pdir, nxt)
+    assert LeaderEpochCheckpointFile(pdir / "leader-epoch-checkpoint").read() == [
+        EpochEntry(0, nxt),
+        EpochEntry(3, 12),
+    ]
+    assert sorted(purge_deleted_files(pdir)) == sorted(renamed)
+    assert not list(pdir.glob("*.deleted"))
+    reopened = PartitionLog.open(pdir, cfg(segment_bytes=5 * batch_size()))
+    assert reopened.segments[0].base_offset == nxt and reopened.log_end_offset == 15
