@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from kafkalog_core.log.cleaner_facts import RecordCounts
 
 __all__ = [
+    "BOUND_ACTIVE_SEGMENT",
+    "BOUND_HIGH_WATERMARK",
+    "BOUND_MIN_COMPACTION_LAG",
+    "BOUND_OPEN_TRANSACTION",
     "CleaningState",
     "FreedBytes",
     "PartitionScan",
@@ -48,6 +52,8 @@ __all__ = [
     "bytes_freed",
     "partition_cleaning_state",
     "read_cleaner_checkpoint",
+    "read_high_watermarks",
+    "read_log_start_checkpoint",
     "read_offset_checkpoint",
     "scan_partition",
     "segment_base_offsets",
@@ -55,6 +61,12 @@ __all__ = [
 ]
 
 TopicPartition = tuple[str, int]
+
+# what ends the cleanable range (CleaningState.uncleanable_bound)
+BOUND_ACTIVE_SEGMENT = "active segment"
+BOUND_OPEN_TRANSACTION = "open transaction"  # the last stable offset, below the high watermark
+BOUND_HIGH_WATERMARK = "high watermark"
+BOUND_MIN_COMPACTION_LAG = "min.compaction.lag.ms"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +206,7 @@ class CleaningState:
     last_stable_offset: int
     min_lag_offset: int | None  # first dirty segment too young for min.compaction.lag.ms
     first_uncleanable_dirty_offset: int  # min of the three bounds, at least first_dirty_offset
-    uncleanable_bound: str  # which bound won: "active segment", "last stable offset", ...
+    uncleanable_bound: str  # which bound won: one of the UNCLEANABLE_* names
     first_uncleanable_offset: int  # rounded down to a segment base: end of the cleanable range
     clean_bytes: int
     cleanable_bytes: int
@@ -280,9 +292,13 @@ def partition_cleaning_state(
         min_lag_offset = next(
             (s.base_offset for s in dirty_non_active if s.largest_timestamp > young), None
         )
-    bounds = [("last stable offset", lso), ("active segment", active.base_offset)]
+    open_txn = scan.first_unstable_offset is not None and scan.first_unstable_offset <= hw
+    bounds = [  # on a tie the first name wins: the active segment is the usual reason
+        (BOUND_ACTIVE_SEGMENT, active.base_offset),
+        (BOUND_OPEN_TRANSACTION if open_txn else BOUND_HIGH_WATERMARK, lso),
+    ]
     if min_lag_offset is not None:
-        bounds.append(("min.compaction.lag.ms", min_lag_offset))
+        bounds.append((BOUND_MIN_COMPACTION_LAG, min_lag_offset))
     bound_name, uncleanable_dirty = min(bounds, key=lambda b: b[1])
     uncleanable_dirty = max(uncleanable_dirty, first_dirty)
 
@@ -424,10 +440,15 @@ def verdict(state: CleaningState, counts: RecordCounts | None, config: LogConfig
                 words = "nothing to clean (active segment only)"
             else:
                 words = "nothing to clean (everything below the active segment is clean)"
-        elif state.uncleanable_bound == "last stable offset":
+        elif state.uncleanable_bound == BOUND_OPEN_TRANSACTION:
             words = (
                 "nothing to clean: held back by an open transaction "
                 f"(last stable offset {state.last_stable_offset})"
+            )
+        elif state.uncleanable_bound == BOUND_HIGH_WATERMARK:
+            words = (
+                "nothing to clean: held back by the high watermark "
+                f"({state.last_stable_offset}, replication-offset-checkpoint)"
             )
         else:
             words = (

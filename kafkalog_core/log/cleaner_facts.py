@@ -7,8 +7,9 @@ offset, key, size, producer, whether its transaction was aborted, whether it is 
 the cleaner maps or rewrites, and whether a tombstone or marker is past its delete horizon.
 Memory is bounded by one chunk of batches (`chunk_bytes`), never by the partition.
 
-`kafka_retained` is the single-process reference of the rest (what survives a cleaning round),
-for small partitions and tests: the Spark job computes the same with a shuffle.
+`retained_mask` turns each row's key's latest mapped offset (a shuffle by key in Spark) into
+what survives a cleaning round; `kafka_retained` is its single-process reference (a group-by)
+for small partitions and tests.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ __all__ = [
     "RecordCounts",
     "iter_record_facts",
     "kafka_retained",
+    "offset_map_mask",
     "partition_record_facts",
     "record_counts",
+    "retained_mask",
 ]
 
 NO_CONTROL_TYPE = -1
@@ -345,45 +348,75 @@ def partition_record_facts(
 # ---------------------------------------------------------------------------------------------
 
 
-def kafka_retained(facts: pa.Table) -> np.ndarray:
-    """Which rows survive one cleaning round (Cleaner.shouldRetainRecord + batch rules, §8.4-§8.6).
+def offset_map_mask(facts: pa.Table) -> np.ndarray:
+    """Rows that enter the cleaner's offset map (§8.2): keyed, non-aborted data in the dirty range.
 
-    Needs every row of the partition (it groups by key in memory: the Spark job does the
-    same with a shuffle). Outside the round everything survives. Inside it: aborted data goes;
-    a null key goes; a keyed record goes when a later record with its key is in the dirty
-    range (the offset map holds non-aborted data records with keys); a tombstone or marker
-    goes once past its delete horizon.
+    The latest offset per key among these rows is what supersedes older records. In Spark SQL:
+    `in_dirty_range AND NOT is_control AND NOT is_aborted AND key IS NOT NULL`.
+    """
+    if facts.num_rows == 0:
+        return np.zeros(0, bool)
+    return (
+        facts.column("in_dirty_range").to_numpy()
+        & ~facts.column("is_control").to_numpy()
+        & ~facts.column("is_aborted").to_numpy()
+        & (facts.column("key_size").to_numpy() >= 0)
+    )
+
+
+def retained_mask(
+    facts: pa.Table, latest_offset: pa.Array | pa.ChunkedArray | np.ndarray
+) -> np.ndarray:
+    """Which rows survive one cleaning round, given each row's key's latest mapped offset.
+
+    `latest_offset[i]` is the max offset among `offset_map_mask` rows with row i's key (null or
+    -1 when the key is not mapped): the Spark job gets it from a shuffle by key, `kafka_retained`
+    from a group-by. Rules (Cleaner.shouldRetainRecord and the batch rules, §8.4-§8.6): outside
+    the round everything survives; inside it aborted data goes, a null key goes, a keyed record
+    goes when its key was mapped at a later offset, a tombstone or marker goes once past its
+    delete horizon.
+    """
+    if isinstance(latest_offset, pa.Array | pa.ChunkedArray):
+        latest_offset = pc.fill_null(latest_offset, -1).to_numpy()
+    latest = np.asarray(latest_offset, np.int64)
+    if latest.shape[0] != facts.num_rows:
+        raise ValueError(f"latest offsets have {latest.shape[0]} rows, facts {facts.num_rows}")
+
+    def col(name: str) -> np.ndarray:
+        return facts.column(name).to_numpy()
+
+    past_horizon = col("past_delete_horizon")
+    data_kept = (
+        ~col("is_aborted")
+        & (col("key_size") >= 0)
+        & (col("offset") >= latest)
+        & ~(col("value_is_null") & past_horizon)
+    )
+    kept = np.where(col("is_control"), ~past_horizon, data_kept)
+    return np.where(col("in_cleaning_round"), kept, True)
+
+
+def kafka_retained(facts: pa.Table) -> np.ndarray:
+    """`retained_mask` with the latest offsets from an in-memory group-by (one partition).
+
+    The single-process reference of what the Spark job computes with a shuffle by key: it
+    holds every key of the partition, so it is for small partitions and tests.
     """
     n = facts.num_rows
     if n == 0:
         return np.zeros(0, bool)
-    row = pa.array(np.arange(n, dtype=np.int64))
-    keyed = facts.select(["key", "offset"]).append_column("row", row)
-    mapped_mask = pc.and_(
-        pc.and_(facts.column("in_dirty_range"), pc.invert(facts.column("is_control"))),
-        pc.and_(pc.invert(facts.column("is_aborted")), pc.is_valid(facts.column("key"))),
+    keyed = facts.select(["key", "offset"]).append_column(
+        "row", pa.array(np.arange(n, dtype=np.int64))
     )
     latest = (
-        keyed.filter(mapped_mask).group_by("key").aggregate([("offset", "max")])
-    ).rename_columns(["key", "latest_offset"])
+        keyed.filter(pa.array(offset_map_mask(facts)))
+        .group_by("key")
+        .aggregate([("offset", "max")])
+        .rename_columns(["key", "latest_offset"])
+    )
     joined = keyed.filter(pc.is_valid(keyed.column("key"))).join(latest, "key")
     latest_by_row = np.full(n, -1, np.int64)
     if joined.num_rows:
         rows = joined.column("row").to_numpy()
         latest_by_row[rows] = pc.fill_null(joined.column("latest_offset"), -1).to_numpy()
-
-    def col(name: str) -> np.ndarray:
-        return facts.column(name).to_numpy()
-
-    control = col("is_control")
-    offsets = col("offset")
-    has_key = col("key_size") >= 0
-    retained = np.where(
-        control,
-        ~col("past_delete_horizon"),
-        ~col("is_aborted")
-        & has_key
-        & (offsets >= latest_by_row)
-        & ~(col("value_is_null") & col("past_delete_horizon")),
-    )
-    return np.where(col("in_cleaning_round"), retained, True)
+    return retained_mask(facts, latest_by_row)

@@ -29,8 +29,10 @@ from kafkalog_core.log.cleaner_audit import (
 from kafkalog_core.log.cleaner_facts import (
     iter_record_facts,
     kafka_retained,
+    offset_map_mask,
     partition_record_facts,
     record_counts,
+    retained_mask,
 )
 from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE
 from kafkalog_core.log.partition_log import PartitionLog
@@ -214,7 +216,7 @@ def test_open_transaction_bounds_the_cleanable_range(tmp_path: Path) -> None:
     )
     state = partition_cleaning_state(d, COMPACT, None, NOW)
     assert state.last_stable_offset == 5
-    assert (state.uncleanable_bound, state.first_uncleanable_offset) == ("last stable offset", 4)
+    assert (state.uncleanable_bound, state.first_uncleanable_offset) == ("open transaction", 4)
     assert state.cleanable_bytes == s0
     # a transaction still open in the first segment holds back everything
     rows[1] = batch(1, (b"t", b"v", NOW), producer_id=8, producer_epoch=0, is_transactional=True)
@@ -230,7 +232,11 @@ def test_high_watermark_bounds_the_last_stable_offset(tmp_path: Path) -> None:
     s0, _, _ = three_segments(tmp_path / "t-0")
     state = partition_cleaning_state(tmp_path / "t-0", COMPACT, None, NOW, high_watermark=6)
     assert (state.last_stable_offset, state.first_uncleanable_offset) == (6, 4)
-    assert state.cleanable_bytes == s0
+    assert (state.cleanable_bytes, state.uncleanable_bound) == (s0, "high watermark")
+    state = partition_cleaning_state(tmp_path / "t-0", COMPACT, None, NOW, high_watermark=2)
+    assert verdict(state, None, COMPACT) == (
+        "nothing to clean: held back by the high watermark (2, replication-offset-checkpoint)"
+    )
 
 
 def test_partition_log_written_partition(tmp_path: Path) -> None:
@@ -362,6 +368,14 @@ def test_cleaning_round_survivors_and_bytes_freed(tmp_path: Path) -> None:
     # 8: tombstone past its horizon. Kept: 3 (a tombstone gets a horizon first), 5, markers,
     # 9 (horizon not reached), 10, and everything in the active segment.
     assert gone == [0, 1, 2, 4, 8]
+    mapped = facts.column("offset").to_numpy()[offset_map_mask(facts)].tolist()
+    assert mapped == [0, 1, 3, 5, 8, 9, 10]  # no null key, aborted data or marker
+    # the Spark side's input: each row's key's latest mapped offset, null when unmapped
+    latest = {b"a": 10, b"b": 3, b"d": 5, b"e": 8, b"f": 9}
+    column = pa.array([latest.get(k) for k in facts.column("key").to_pylist()], pa.int64())
+    assert retained_mask(facts, column).tolist() == survivors.tolist()
+    with pytest.raises(ValueError):
+        retained_mask(facts, column[:-1])
     freed = bytes_freed(facts, survivors)
     # batches 0-1 (a, b), 2, 4 and 8 lose every record: their whole size is freed
     assert freed.removed_batches == 4 and freed.removed_records == 5
