@@ -224,6 +224,15 @@ class CleaningState:
         return self.clean_bytes + self.cleanable_bytes
 
     @property
+    def cleaning_round_end(self) -> int:
+        """End (exclusive) of the offsets a cleaning round would rewrite now.
+
+        The first uncleanable offset when there are cleanable bytes; otherwise the round is
+        empty (the log start), since the cleaner does not pick a log with nothing cleanable.
+        """
+        return self.first_uncleanable_offset if self.cleanable_bytes > 0 else self.log_start_offset
+
+    @property
     def above_min_ratio(self) -> bool:
         """Kafka compares strictly: a ratio equal to the threshold does not qualify."""
         return self.dirty_ratio > self.min_cleanable_dirty_ratio

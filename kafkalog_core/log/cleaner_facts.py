@@ -71,8 +71,8 @@ FACTS_SCHEMA = pa.schema(
         pa.field("is_control", pa.bool_()),  # a transaction marker row, not data
         pa.field("control_type", pa.int8()),  # 0 ABORT, 1 COMMIT, ... ; -1 for data
         pa.field("is_aborted", pa.bool_()),  # data of a transaction that ended with ABORT
-        pa.field("in_dirty_range", pa.bool_()),  # first dirty <= offset < cleanable end
-        pa.field("in_cleaning_round", pa.bool_()),  # offset < cleanable end: rewritten
+        pa.field("in_dirty_range", pa.bool_()),  # first dirty <= offset < cleaning round end
+        pa.field("in_cleaning_round", pa.bool_()),  # offset < cleaning round end: rewritten
         pa.field("past_delete_horizon", pa.bool_()),  # tombstone/marker Kafka may remove now
     ]
 )
@@ -187,7 +187,7 @@ def _chunk_facts(
     removable_kind = (value_null & ~is_control) | is_control
     past_horizon = removable_kind & (horizon_passed | legacy_passed)
 
-    end = state.first_uncleanable_offset
+    end = state.cleaning_round_end
     return pa.Table.from_arrays(
         [
             pa.array(offsets),

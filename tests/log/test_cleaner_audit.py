@@ -134,6 +134,8 @@ def test_checkpoint_at_active_segment_leaves_nothing_to_clean(tmp_path: Path) ->
     assert verdict(state, None, COMPACT) == (
         "nothing to clean (everything below the active segment is clean)"
     )
+    facts, counts = partition_record_facts(tmp_path / "t-0", COMPACT, NOW, state=state)
+    assert counts.cleaning_round_records == 0 and kafka_retained(facts).all()
 
 
 def test_checkpoint_out_of_range_is_reset_to_log_start(tmp_path: Path) -> None:
@@ -544,3 +546,22 @@ def test_real_broker_partition_split_into_segments(fixtures_dir: Path, tmp_path:
     assert facts.column("offset").to_numpy()[survivors].tolist() == kept
     assert len(kept) < len(expected)  # the split leaves something to remove
     assert bytes_freed(facts, survivors).removed_records == len(expected) - len(kept)
+
+
+def test_cleaned_batches_with_gaps_and_empty_headers(tmp_path: Path) -> None:
+    """A log the cleaner already rewrote: offset gaps inside batches, an empty batch header."""
+    d = tmp_path / "t-0"
+    kept = build_batch(
+        [Record(1, NOW, b"a", b"1"), Record(3, NOW, b"b", b"2")],
+        base_offset=10,
+        last_offset_delta=4,
+    )
+    empty = build_batch([], base_offset=15, last_offset_delta=2, producer_id=4, producer_epoch=0)
+    write_partition(d, [(10, [kept, empty, batch(18, (b"a", b"3", NOW))]), (19, [])])
+    state = partition_cleaning_state(d, COMPACT, None, NOW)
+    assert (state.log_end_offset, state.first_uncleanable_offset) == (19, 19)
+    facts, counts = partition_record_facts(d, COMPACT, NOW, state=state)
+    assert facts.column("offset").to_pylist() == [11, 13, 18]
+    assert facts.column("batch_base_offset").to_pylist() == [10, 10, 18]
+    assert counts.batches == 2 and counts.records == 3
+    assert facts.column("offset").to_numpy()[~kafka_retained(facts)].tolist() == [11]
