@@ -29,6 +29,7 @@ from kafkalog_core.log.names import (
     LOG_FILE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
+    log_file_name,
     parse_segment_file_name,
 )
 from kafkalog_core.log.segment import TxnTracker
@@ -144,7 +145,7 @@ def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
 
 
 def segment_path(partition_dir: str | os.PathLike[str], base_offset: int) -> Path:
-    return Path(partition_dir) / f"{base_offset:020d}{LOG_FILE_SUFFIX}"
+    return Path(partition_dir) / log_file_name(base_offset)
 
 
 def scan_partition(partition_dir: str | os.PathLike[str], *, verify: bool = False) -> PartitionScan:

@@ -123,16 +123,12 @@ def _aborted_batches(state: CleaningState, b: dict[str, np.ndarray]) -> np.ndarr
     aborted = np.zeros(b["base"].shape[0], bool)
     if not data.any() or not state.aborted_txns:
         return aborted
-    lo, hi = int(b["base"].min()), int(b["last"].max())
-    for txn in state.aborted_txns:
-        if txn.last_offset < lo or txn.first_offset > hi:
-            continue
-        aborted |= (
-            data
-            & (b["pid"] == txn.producer_id)
-            & (b["base"] >= txn.first_offset)
-            & (b["base"] <= txn.last_offset)
-        )
+    txns = np.array(
+        [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted_txns], np.int64
+    )
+    overlapping = (txns[:, 2] >= b["base"].min()) & (txns[:, 1] <= b["last"].max())
+    for pid, first, last in txns[overlapping].tolist():  # only this chunk's transactions
+        aborted |= data & (b["pid"] == pid) & (b["base"] >= first) & (b["base"] <= last)
     return aborted
 
 
@@ -184,8 +180,7 @@ def _chunk_facts(
     has_horizon = v2 & ((attrs & DELETE_HORIZON_MASK) != 0)
     horizon_passed = has_horizon & (state.now_ms >= b["base_timestamp"][batch])
     legacy_passed = ~v2 & (segment_mtime_ms <= state.delete_horizon_legacy_ms)
-    removable_kind = (value_null & ~is_control) | is_control
-    past_horizon = removable_kind & (horizon_passed | legacy_passed)
+    past_horizon = (value_null | is_control) & (horizon_passed | legacy_passed)
 
     end = state.cleaning_round_end
     return pa.Table.from_arrays(

@@ -34,7 +34,7 @@ from kafkalog_core.log.cleaner_facts import (
     record_counts,
     retained_mask,
 )
-from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE
+from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE, log_file_name
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, Compression, iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
@@ -64,7 +64,7 @@ def write_partition(
     d.mkdir(parents=True, exist_ok=True)
     sizes = []
     for k, (base, batches) in enumerate(segments):
-        path = d / f"{base:020d}.log"
+        path = d / log_file_name(base)
         path.write_bytes(b"".join(batches))
         if mtimes is not None:
             os.utime(path, ns=(mtimes[k] * 10**6, mtimes[k] * 10**6))
@@ -430,7 +430,7 @@ def test_legacy_messages_are_read(fixtures_dir: Path, tmp_path: Path) -> None:
     )
     d = tmp_path / "t-0"
     d.mkdir()
-    shutil.copy(source, d / f"{0:020d}.log")
+    shutil.copy(source, d / log_file_name(0))
     facts, counts = partition_record_facts(d, COMPACT, NOW)
     expected = []
     records = MemoryRecords(source.read_bytes())
@@ -526,8 +526,8 @@ def test_real_broker_partition_split_into_segments(fixtures_dir: Path, tmp_path:
     cut = headers[len(headers) * 2 // 3]
     d = tmp_path / source.name
     d.mkdir()
-    (d / f"{0:020d}.log").write_bytes(data[: cut.position])
-    (d / f"{cut.base_offset:020d}.log").write_bytes(data[cut.position :])
+    (d / log_file_name(0)).write_bytes(data[: cut.position])
+    (d / log_file_name(cut.base_offset)).write_bytes(data[cut.position :])
     state = partition_cleaning_state(d, COMPACT, None, NOW)
     assert state.first_uncleanable_offset == cut.base_offset
     assert state.cleanable_bytes == cut.position
