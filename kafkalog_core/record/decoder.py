@@ -41,7 +41,12 @@ from kafkalog_core.record.control import (
     parse_end_txn_marker_value,
 )
 from kafkalog_core.record.legacy import decode_legacy_entry
-from kafkalog_core.record.schema import HEADER_STRUCT_TYPE, HEADERS_TYPE, RECORD_SCHEMA
+from kafkalog_core.record.schema import (
+    HEADER_STRUCT_TYPE,
+    HEADERS_TYPE,
+    RECORD_SCHEMA,
+    RECORD_SIZE_FIELD,
+)
 from kafkalog_core.record.varint import decode_varint, encode_varint
 
 __all__ = [
@@ -202,11 +207,13 @@ def decode_records(
     end: int | None = None,
     verify: bool = True,
     include_control: bool = False,
+    with_sizes: bool = False,
 ) -> pa.Table:
     """Every record of every batch in `buf[start:end]` (v2 and legacy mixed) as one table.
 
     Consecutive v2 batches are decoded in one vectorized pass. Control batches (transaction
-    markers) are left out unless `include_control`, as a consumer would.
+    markers) are left out unless `include_control`, as a consumer would. `with_sizes` adds
+    the `record_size` column (RECORD_SIZE_FIELD): what the compaction audit counts as freed.
     """
     view = memoryview(buf)
     if view.ndim != 1 or view.itemsize != 1:
@@ -218,7 +225,7 @@ def decode_records(
     def flush() -> None:
         nonlocal group_bytes
         if group:
-            parts.append(_decode_v2_group(view, group))
+            parts.append(_decode_v2_group(view, group, with_sizes=with_sizes))
             group.clear()
             group_bytes = 0
 
@@ -232,9 +239,11 @@ def decode_records(
             group_bytes += header.size
         else:
             flush()
-            parts.append(decode_legacy_entry(view, header, verify=verify))
+            parts.append(decode_legacy_entry(view, header, verify=verify, with_sizes=with_sizes))
     flush()
     if not parts:
+        if with_sizes:
+            return RECORD_SCHEMA.append(RECORD_SIZE_FIELD).empty_table()
         return RECORD_SCHEMA.empty_table()
     if len(parts) == 1:
         return parts[0]
@@ -502,6 +511,7 @@ class _Parsed:
     key: pa.Array
     value: pa.Array
     headers: pa.Array
+    size: np.ndarray  # encoded bytes of each record: length varint + body
 
 
 def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit: int) -> _Parsed:
@@ -552,7 +562,7 @@ def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit
         )
     key = _binary_from_spans(arr, buffer, key_pos, key_len)
     value = _binary_from_spans(arr, buffer, value_pos, value_len)
-    return _Parsed(offset_delta, ts_delta, key, value, header_array)
+    return _Parsed(offset_delta, ts_delta, key, value, header_array, record_end - starts)
 
 
 def _check(ok: np.ndarray, problem: str) -> None:
@@ -616,10 +626,12 @@ def _parse_headers(
     return lists.cast(HEADERS_TYPE), pos
 
 
-def _decode_v2_group(view: memoryview, headers: list[BatchHeader]) -> pa.Table:
+def _decode_v2_group(
+    view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False
+) -> pa.Table:
     """Decode the records of several v2 batches of `view` in one vectorized pass."""
     try:
-        return _decode_v2_group_fast(view, headers)
+        return _decode_v2_group_fast(view, headers, with_sizes)
     except _Corrupt as signal:
         if len(headers) == 1:
             raise _located(headers[0], signal) from None
@@ -636,7 +648,9 @@ def _located(h: BatchHeader, signal: _Corrupt) -> CorruptRecordError:
     return CorruptRecordError(f"{_where(h)}, record {signal.record}{compressed}: {signal.problem}")
 
 
-def _decode_v2_group_fast(view: memoryview, headers: list[BatchHeader]) -> pa.Table:
+def _decode_v2_group_fast(
+    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False
+) -> pa.Table:
     for h in headers:
         _check_v2_bounds(view, h)
     all_plain = all(h.attributes & 0x07 == 0 for h in headers)
@@ -684,7 +698,7 @@ def _decode_v2_group_fast(view: memoryview, headers: list[BatchHeader]) -> pa.Ta
             parsed.timestamp_delta + np.repeat(base_ts, counts),
         )
         ts_type = np.repeat(log_append.astype(np.int8), counts)
-    return pa.Table.from_arrays(
+    table = pa.Table.from_arrays(
         [
             pa.array(offsets),
             pa.array(timestamps),
@@ -695,6 +709,9 @@ def _decode_v2_group_fast(view: memoryview, headers: list[BatchHeader]) -> pa.Ta
         ],
         schema=RECORD_SCHEMA,
     )
+    if with_sizes:
+        table = table.append_column(RECORD_SIZE_FIELD, pa.array(parsed.size.astype(np.int32)))
+    return table
 
 
 def is_control_batch(header: BatchHeader) -> bool:

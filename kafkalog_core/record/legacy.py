@@ -37,7 +37,7 @@ from kafkalog_core.record.batch import (
     BatchHeader,
     Compression,
 )
-from kafkalog_core.record.schema import HEADERS_TYPE, RECORD_SCHEMA
+from kafkalog_core.record.schema import HEADERS_TYPE, RECORD_SCHEMA, RECORD_SIZE_FIELD
 
 __all__ = ["LegacyMessage", "decode_legacy_entry", "iter_legacy_messages"]
 
@@ -218,12 +218,26 @@ def iter_legacy_messages(
     return messages
 
 
+def message_size(message: LegacyMessage) -> int:
+    """Bytes of the message with its log overhead (a compressed wrapper's inner size)."""
+    key = 0 if message.key is None else len(message.key)
+    value = 0 if message.value is None else len(message.value)
+    return LOG_OVERHEAD + _MIN_BODY[message.magic] + key + value
+
+
 def decode_legacy_entry(
-    buf: bytes | bytearray | memoryview, header: BatchHeader, *, verify: bool = True
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    *,
+    verify: bool = True,
+    with_sizes: bool = False,
 ) -> pa.Table:
-    """One top-level v0/v1 entry as RECORD_SCHEMA rows (timestamp_type -1 for magic 0)."""
+    """One top-level v0/v1 entry as RECORD_SCHEMA rows (timestamp_type -1 for magic 0).
+
+    `with_sizes` adds RECORD_SIZE_FIELD: each message's bytes including its log overhead.
+    """
     messages = iter_legacy_messages(buf, header, verify=verify)
-    return pa.Table.from_arrays(
+    table = pa.Table.from_arrays(
         [
             pa.array([m.offset for m in messages], pa.int64()),
             pa.array([m.timestamp for m in messages], pa.int64()),
@@ -234,3 +248,7 @@ def decode_legacy_entry(
         ],
         schema=RECORD_SCHEMA,
     )
+    if with_sizes:
+        sizes = pa.array([message_size(m) for m in messages], pa.int32())
+        table = table.append_column(RECORD_SIZE_FIELD, sizes)
+    return table

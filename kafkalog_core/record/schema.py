@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["HEADERS_TYPE", "HEADER_STRUCT_TYPE", "RECORD_SCHEMA"]
+__all__ = ["HEADERS_TYPE", "HEADER_STRUCT_TYPE", "RECORD_SCHEMA", "RECORD_SIZE_FIELD"]
 
 HEADER_STRUCT_TYPE = pa.struct(
     [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
@@ -24,3 +24,8 @@ RECORD_SCHEMA = pa.schema(
         pa.field("headers", HEADERS_TYPE),
     ]
 )
+
+# Opt-in extra column (`with_sizes=True`): the record's encoded bytes inside its batch. For v2,
+# the length varint plus the body in the (decompressed) records area; for magic 0/1, the whole
+# message with its 12-byte log overhead. What compaction frees when it drops the record.
+RECORD_SIZE_FIELD = pa.field("record_size", pa.int32())

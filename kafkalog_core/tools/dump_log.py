@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import base64
 import json
-import mmap
 import os
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from kafkalog_core.errors import CorruptRecordError, CorruptSnapshotError, KafkaLogError
+from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import offset_from_file_name
 from kafkalog_core.log.offset_index import OffsetIndex
 from kafkalog_core.log.producer_state import read_snapshot
@@ -256,25 +255,6 @@ def _sibling(path: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(absolute), stem + suffix)
 
 
-@contextmanager
-def _mapped(path: str) -> Iterator[memoryview]:
-    """The file's bytes, memory-mapped read-only (an empty file gives an empty view)."""
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            yield memoryview(b"")
-            return
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        view = memoryview(mapped)
-        try:
-            yield view
-        finally:
-            view.release()
-            # A caller may still hold a slice (Arrow buffers); the GC closes the map later then.
-            with suppress(BufferError):
-                mapped.close()
-
-
 def _timestamp_type_name(header: BatchHeader) -> str:
     if header.magic == MAGIC_V0:
         return "NoTimestampType"
@@ -419,7 +399,7 @@ def dump_log(path: str, options: DumpOptions, report: DumpReport) -> Iterator[di
         yield _checkpoint_start(path)
     absolute = os.path.abspath(path)
     deep = options.is_deep_iteration
-    with _mapped(path) as view:
+    with mapped_file(path) as view:
         # FileRecords.slice(0, maxBytes): the walk never looks past min(size, maxBytes).
         limit = min(len(view), max(options.max_bytes, 0))
         valid_bytes = 0
@@ -570,7 +550,7 @@ def dump_offset_index(
         return
     absolute = os.path.abspath(path)
     offsets, positions = index.entries_array()
-    with _mapped(log_path) as view:
+    with mapped_file(log_path) as view:
         for i in range(index.entries):
             offset, position = int(offsets[i]), int(positions[i])
             if i > 0 and offset == base_offset:
@@ -617,7 +597,7 @@ def dump_time_index(
     absolute = os.path.abspath(path)
     timestamps, entry_offsets = time_index.entries_array()
     previous_timestamp = NO_TIMESTAMP
-    with _mapped(log_path) as view:
+    with mapped_file(log_path) as view:
         for i in range(time_index.entries):
             timestamp, offset = int(timestamps[i]), int(entry_offsets[i])
             if i > 0 and offset == base_offset:
