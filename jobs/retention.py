@@ -32,17 +32,13 @@ import pyarrow as pa
 from jobs.maintenance.common import (
     MaintenanceResult,
     PartitionRef,
-    list_partitions,
     maintenance_arg_parser,
     maintenance_lock,
-    new_run_id,
-    parse_now,
+    prepare_run,
     run_cli,
     run_units,
-    topics_arg,
 )
 from jobs.maintenance.report import write_report
-from jobs.maintenance.topic_configs import resolve_topic_configs
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.names import (
@@ -173,11 +169,16 @@ def run(
     out: Callable[[str], None] = print,
 ) -> MaintenanceResult:
     """Decide (and with `apply`, delete) per segment; return the report and the summary."""
-    root = Path(log_dir).absolute()
-    run_id = run_id or new_run_id(JOB)
-    now_ms = parse_now(now)
-    refs = list_partitions(root, topics)
-    configs = resolve_topic_configs(root, sorted({r.topic for r in refs}), topic_config)
+    setup = prepare_run(
+        JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
+    )
+    root, run_id, now_ms, refs, configs = (
+        setup.root,
+        setup.run_id,
+        setup.now_ms,
+        setup.refs,
+        setup.configs,
+    )
     options = RetentionOptions(str(root), now_ms, apply)
     with maintenance_lock(root, run_id):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
@@ -310,20 +311,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure."""
 
-    def runner(spark, args):
-        return run(
-            spark,
-            args.log_dir,
-            apply=args.apply,
-            topic_config=args.topic_config,
-            report=args.report,
-            run_id=args.run_id,
-            topics=topics_arg(args.topics),
-            now=args.now,
-            tasks=args.tasks,
-        )
-
-    return run_cli(JOB, argv, _parser(), runner)
+    return run_cli(JOB, argv, _parser(), run, lambda args: {"apply": args.apply})
 
 
 if __name__ == "__main__":

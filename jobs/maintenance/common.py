@@ -102,6 +102,21 @@ def _as_table(result: pa.Table | Iterable[Mapping[str, Any]], schema: pa.Schema)
     return pa.Table.from_pylist(list(result), schema=schema)
 
 
+def units_frame(
+    spark: SparkSession,
+    units: Sequence[Unit],
+    *,
+    tasks: int | None = None,
+    weight_key: str = "bytes",
+) -> DataFrame:
+    """A one-column DataFrame (`units`: a JSON list of units per row), one row per Spark
+    partition, the units dealt by weight: the input of a `mapInArrow` over work units."""
+    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
+    rdd = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
+    return spark.createDataFrame(rdd, "units string")
+
+
 def run_units(
     spark: SparkSession,
     units: Sequence[Unit],
@@ -119,8 +134,6 @@ def run_units(
     """
     if not units:
         return schema.empty_table()
-    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
-    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
 
     def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -135,8 +148,7 @@ def run_units(
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    rdd = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
-    frame = spark.createDataFrame(rdd, "units string")
+    frame = units_frame(spark, units, tasks=tasks, weight_key=weight_key)
     try:
         rows = frame.mapInArrow(run_groups, from_arrow_schema(schema)).toArrow()
     except KafkaLogError:
@@ -182,6 +194,36 @@ def maintenance_lock(log_dir: str | os.PathLike[str], run_id: str) -> RunLock:
     return RunLock(Path(log_dir).absolute(), run_id)
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every maintenance run starts from: the root, its run id, "now", the partitions
+    to work on and their topic configs."""
+
+    root: Path
+    run_id: str
+    now_ms: int
+    refs: list[PartitionRef]
+    configs: dict[str, Any]  # topic -> ResolvedTopicConfig
+
+
+def prepare_run(
+    job: str,
+    log_dir: str | os.PathLike[str],
+    *,
+    run_id: str | None,
+    now: str | int | None,
+    topics: Sequence[str],
+    topic_config: str | os.PathLike[str] | None,
+) -> RunSetup:
+    """List the partitions (one scandir) and resolve their topic configs (driver side)."""
+    from jobs.maintenance.topic_configs import resolve_topic_configs
+
+    root = Path(log_dir).absolute()
+    refs = list_partitions(root, topics)
+    configs = resolve_topic_configs(root, sorted({r.topic for r in refs}), topic_config)
+    return RunSetup(root, run_id or new_run_id(job), parse_now(now), refs, configs)
+
+
 # ---- results and the command line -------------------------------------------------------------
 @dataclass
 class MaintenanceResult:
@@ -219,15 +261,32 @@ def topics_arg(text: str | None) -> tuple[str, ...]:
     return tuple(t.strip() for t in (text or "").split(",") if t.strip())
 
 
-def run_cli(job: str, argv: Sequence[str] | None, parser: argparse.ArgumentParser, runner) -> int:
-    """Parse, start Spark, run (which prints its summary); exit 0, or 1 when the run found
-    problems, or 1 with one `kafkalog: error:` line when it could not run."""
+def run_cli(
+    job: str,
+    argv: Sequence[str] | None,
+    parser: argparse.ArgumentParser,
+    run: Callable[..., MaintenanceResult],
+    job_kwargs: Callable[[argparse.Namespace], dict[str, Any]] = lambda _args: {},
+) -> int:
+    """Parse, start Spark, call `run(spark, log_dir, <common options>, **job_kwargs(args))`
+    (which prints its summary); exit 0, or 1 when the run found problems, or 1 with one
+    `kafkalog: error:` line when it could not run."""
     args = parser.parse_args(argv)
     try:
         from jobs.spark.session import get_or_create_session
 
         spark = get_or_create_session(f"kafkalog-{job}")
-        result: MaintenanceResult = runner(spark, args)
+        result = run(
+            spark,
+            args.log_dir,
+            topic_config=args.topic_config,
+            report=args.report,
+            run_id=args.run_id,
+            topics=topics_arg(args.topics),
+            now=args.now,
+            tasks=args.tasks,
+            **job_kwargs(args),
+        )
     except KafkaLogError as error:
         print(f"kafkalog: error: {error}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """Topic configs for a log dir: a broker keeps them in its metadata, not in the log dir.
 
 Precedence per setting: the `--topic-config` file, then the newest committed ingest run's
-configs (when our ingest wrote the dir), then Kafka's default. Each resolved setting remembers
+configs (when our ingest wrote the dir), then the settings Kafka gives its internal topics
+(`__consumer_offsets` is compacted), then Kafka's default. Each resolved setting remembers
 where it came from, and the reports say so.
 
 `--topic-config` forms:
@@ -23,6 +24,21 @@ from kafkalog_core.config import LogConfig, flatten_settings, parse_properties
 from kafkalog_core.errors import ConfigError
 
 DEFAULT = "default"
+INTERNAL = "Kafka internal topic"
+# Kafka creates its internal topics with these settings; a copied broker dir has no other record
+INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, Any]] = {
+    "__consumer_offsets": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 104857600,
+        "compression.type": "producer",
+    },
+    "__transaction_state": {
+        "cleanup.policy": "compact",
+        "segment.bytes": 104857600,
+        "min.insync.replicas": 2,
+        "unclean.leader.election.enable": False,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -133,6 +149,8 @@ def resolve_topic_configs(
     for topic in sorted(set(topics)):
         settings: dict[str, Any] = {}
         sources: dict[str, str] = {}
+        for name, value in INTERNAL_TOPIC_CONFIGS.get(topic, {}).items():
+            settings[name], sources[name] = value, INTERNAL
         for name, value in (from_history.get(topic) or {}).items():
             settings[name], sources[name] = value, f"ingest run {run_id}"
         for name, value in {**defaults, **per_topic.get(topic, {})}.items():

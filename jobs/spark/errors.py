@@ -7,7 +7,11 @@ noise. Shared by the ingest job, the maintenance jobs and the data source.
 
 from __future__ import annotations
 
+import re
+
 from kafkalog_core.errors import KafkaLogError
+
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ")
 
 # Modules whose exceptions carry a message meant for the user.
 _OUR_MODULES = (
@@ -28,5 +32,9 @@ def task_error(error: BaseException) -> KafkaLogError:
     for line in reversed(lines):
         if "Error:" in line or "Failure:" in line:
             return KafkaLogError(line.split(": ", 1)[-1].strip())
+    # a Python error from elsewhere (a missing module on the executors, ...): its own line
+    python_errors = [line for line in text.splitlines() if _PYTHON_ERROR.match(line)]
+    if python_errors:
+        return KafkaLogError(f"Spark task failed: {python_errors[-1].strip()[:500]}")
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
     return KafkaLogError(f"Spark job failed: {first[:500]}")

@@ -1,0 +1,149 @@
+"""The compaction audit as one HTML file that opens offline: charts as embedded PNGs.
+
+matplotlib draws (Agg backend, no display needed); the images are inlined as base64, so the
+file needs no network, no CDN and no sibling files.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+MAX_BARS = 60  # dirty-ratio bars: the partitions with the highest ratios beyond this many
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def dirty_ratio_chart(rows: list[dict]) -> str:
+    """Bars of each partition's dirty ratio, its threshold as a marker, colour = verdict."""
+    import matplotlib.pyplot as plt
+
+    shown = sorted(rows, key=lambda r: -r["dirty_ratio"])[:MAX_BARS]
+    shown.sort(key=lambda r: (r["topic"], r["partition"]))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(shown) + 2), 3.6))
+    names = [f"{r['topic']}-{r['partition']}" for r in shown]
+    colours = ["#d62728" if r["would_clean_now"] else "#1f77b4" for r in shown]
+    ax.bar(range(len(shown)), [r["dirty_ratio"] for r in shown], color=colours)
+    ax.scatter(
+        range(len(shown)),
+        [r["min_cleanable_dirty_ratio"] for r in shown],
+        marker="_",
+        s=200,
+        color="black",
+        label="min.cleanable.dirty.ratio",
+    )
+    ax.set_xticks(range(len(shown)), names, rotation=90, fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("dirty ratio")
+    ax.set_title("Dirty ratio per partition (red: the cleaner would clean it now)")
+    ax.legend(loc="upper right", fontsize=8)
+    return _png(fig)
+
+
+def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, ylabel: str) -> str:
+    import matplotlib.pyplot as plt
+
+    per_topic: dict[str, dict[str, int]] = {}
+    labels: list[str] = []
+    for r in rows:
+        buckets = json.loads(r[column])
+        labels = list(buckets)
+        into = per_topic.setdefault(r["topic"], dict.fromkeys(buckets, 0))
+        for label, n in buckets.items():
+            into[label] += n
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bottom = [0] * len(labels)
+    for topic in sorted(per_topic):
+        values = [per_topic[topic][label] for label in labels]
+        # matplotlib hides legend labels starting with "_" (Kafka's internal topics do)
+        ax.bar(labels, values, bottom=bottom, label=f" {topic}" if topic.startswith("_") else topic)
+        bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if per_topic:
+        ax.legend(fontsize=7, loc="upper right")
+    return _png(fig)
+
+
+def charts(table: pa.Table) -> dict[str, str]:
+    """The three charts as base64 PNGs, by title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rows = table.to_pylist()
+    return {
+        "Dirty ratio": dirty_ratio_chart(rows),
+        "Duplicate keys": _stacked_by_topic(
+            rows, "key_distribution", "How many records each key has", "records per key", "keys"
+        ),
+        "Tombstone age": _stacked_by_topic(
+            rows,
+            "tombstone_ages",
+            "Tombstones by age",
+            "age (now - record timestamp)",
+            "tombstones",
+        ),
+    }
+
+
+_COLUMNS = (
+    "topic",
+    "partition",
+    "records",
+    "distinct_keys",
+    "superseded_records",
+    "tombstones",
+    "null_key_records",
+    "dirty_ratio",
+    "bytes_freed_now",
+    "verdict",
+)
+
+
+def write_audit_html(
+    table: pa.Table, path: str | os.PathLike[str], *, title: str, summary: str
+) -> Path:
+    """Write the report page: summary, charts, one table row per partition."""
+    images = charts(table)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in _COLUMNS)
+    body = []
+    for r in table.to_pylist():
+        cells = []
+        for c in _COLUMNS:
+            value = r[c]
+            text = f"{value:.3f}" if isinstance(value, float) else str(value)
+            cells.append(f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    figures = "".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(name)}</figcaption></figure>"
+        for name, data in images.items()
+    )
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
+td,th{{border:1px solid #ccc;padding:2px 6px}}figure{{display:inline-block;margin:1em}}
+pre{{background:#f6f6f6;padding:1em}}</style></head>
+<body><h1>{html.escape(title)}</h1><pre>{html.escape(summary)}</pre>{figures}
+<table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></body></html>
+"""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,127 @@
+"""The compaction audit job: the real-broker fixture against kafka-python, known answers on a
+generated partition against the core's single-process reference, the HTML page, read-only."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+import jobs.compaction_audit as audit_job
+from jobs.maintenance.report import read_report
+from kafkalog_core.log.cleaner_audit import bytes_freed, partition_cleaning_state
+from kafkalog_core.log.cleaner_facts import kafka_retained, partition_record_facts
+from tests.log.test_cleaner_audit import (
+    COMPACT,
+    NOW,
+    compacted_partitions,
+    kafka_python_records,
+    transactions_partition,
+)
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def confluent_audit(spark, fixtures_dir: Path, tmp_path_factory):
+    root = fixtures_dir / "logdirs" / "confluent-5.1.2"
+    work = tmp_path_factory.mktemp("audit")
+    conf = work / "topics.yaml"
+    # a copied broker dir has no topic configs: say which topics are compacted
+    conf.write_text(
+        "topics:\n"
+        + "".join(
+            f"  {p.name.rpartition('-')[0]}: {{cleanup.policy: compact}}\n"
+            for p in compacted_partitions(root)
+            if not p.name.startswith("__consumer_offsets")
+        )
+    )
+    before = _checksums(root)
+    result = audit_job.run(
+        spark,
+        str(root),
+        topic_config=str(conf),
+        report=str(work / "report"),
+        html=str(work / "audit.html"),
+        now=NOW,
+        out=lambda _line: None,
+    )
+    assert _checksums(root) == before  # read-only
+    return root, work, result
+
+
+def test_real_broker_counts_match_kafka_python(confluent_audit) -> None:
+    root, _work, result = confluent_audit
+    rows = {f"{r['topic']}-{r['partition']}": r for r in result.rows.to_pylist()}
+    partitions = compacted_partitions(root)
+    assert sorted(rows) == sorted(p.name for p in partitions)  # only the compacted topics
+    for d in partitions:
+        expected = kafka_python_records(d)
+        latest: dict[bytes, int] = {}
+        for offset, key, _ in expected:
+            if key is not None:
+                latest[key] = offset
+        row = rows[d.name]
+        assert row["records"] == len(expected), d.name
+        assert row["distinct_keys"] == len(latest), d.name
+        assert row["superseded_records"] == sum(
+            1 for o, k, _ in expected if k is not None and o < latest[k]
+        ), d.name
+        assert row["null_key_records"] == sum(1 for _, k, _ in expected if k is None), d.name
+        assert row["tombstones"] == sum(1 for _, _, t in expected if t), d.name
+        assert row["verdict"].startswith("nothing to clean"), d.name
+    assert sum(r["superseded_records"] for r in rows.values()) > 0
+
+
+def test_report_and_offline_html(confluent_audit) -> None:
+    _root, work, result = confluent_audit
+    report = read_report(work / "report")
+    assert report.num_rows == result.rows.num_rows
+    assert set(report.column("job").to_pylist()) == {"compaction-audit"}
+    page = (work / "audit.html").read_text()
+    assert page.count("data:image/png;base64,") == 3
+    assert not re.search(r"(src|href)=\"https?:", page)  # opens offline
+    assert "<td>__consumer_offsets</td>" in page and "compaction audit" in result.summary
+
+
+def test_generated_partition_matches_the_single_process_reference(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    transactions_partition(root / "t-0")
+    (tmp_path / "t.yaml").write_text("topics:\n  t: {cleanup.policy: compact}\n")
+    result = audit_job.run(
+        spark, str(root), topic_config=str(tmp_path / "t.yaml"), now=NOW, out=lambda _l: None
+    )
+    (row,) = result.rows.to_pylist()
+    d = root / "t-0"
+    state = partition_cleaning_state(d, COMPACT, None, NOW)
+    facts, counts = partition_record_facts(d, COMPACT, NOW, state=state)
+    keep = kafka_retained(facts)
+    assert row["removable_records_now"] == int((~keep).sum()) > 0
+    assert row["bytes_freed_now"] == bytes_freed(facts, keep).total > 0
+    assert row["records"] == counts.records == 12
+    assert (row["null_key_records"], row["tombstones"], row["aborted_records"]) == (1, 3, 1)
+    assert row["transaction_markers"] == 2
+    # keys a b c d e f g, aborted c excluded: a has 3 records, b 2, g 2
+    assert row["distinct_keys"] == 6 and row["superseded_records"] == 4
+    assert row["verdict"].startswith("would be cleaned now (dirty ratio 1.00 > 0.5)")
+    assert row["would_clean_now"]
+    assert pc.sum(result.rows.column("records")).as_py() == 12
+
+
+def test_delete_topics_are_skipped_unless_all_topics(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    transactions_partition(root / "t-0")
+    result = audit_job.run(spark, str(root), now=NOW, out=lambda _l: None)
+    assert result.rows.num_rows == 0
+    result = audit_job.run(spark, str(root), now=NOW, all_topics=True, out=lambda _l: None)
+    (row,) = result.rows.to_pylist()
+    assert row["verdict"].startswith("not compacted")
