@@ -18,9 +18,9 @@ from kafkalog_core.log.segment import (
     LogSegment,
     RollParams,
     TimestampAndOffset,
-    TxnTracker,
-    verify_time_index,
 )
+from kafkalog_core.log.segment_scan import SegmentScan, TxnTracker, scan_segment
+from kafkalog_core.log.verify import verify_time_index
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -35,7 +35,9 @@ __all__ = [
     "LogSegment",
     "PartitionLog",
     "RollParams",
+    "SegmentScan",
     "TimestampAndOffset",
     "TxnTracker",
+    "scan_segment",
     "verify_time_index",
 ]
