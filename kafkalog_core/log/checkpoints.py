@@ -61,10 +61,10 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, sync: bool = True
             os.fsync(f.fileno())
     os.replace(tmp, target)
     if sync:
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. platforms that cannot open directories
