@@ -55,6 +55,18 @@ def _same_bytes(path: Path, fd: int, position: int, length: int) -> bool:
     return True
 
 
+def _all_zero(fd: int, position: int, length: int) -> bool:
+    """Whether the bytes from `position` are zeros only: a preallocated (`preallocate=true`)
+    .log's unused tail, which holds no data and needs no quarantine."""
+    done = 0
+    while done < length:
+        chunk = os.pread(fd, min(_COPY_CHUNK, length - done), position + done)
+        if not chunk or any(chunk):
+            return False
+        done += len(chunk)
+    return True
+
+
 def _quarantine_names(log_path: Path, suffix: str):  # noqa: ANN202 - a simple generator
     yield log_path.with_name(log_path.name + suffix)
     n = 1
@@ -68,14 +80,16 @@ def quarantine_tail(log_path: Path, position: int, suffix: str = QUARANTINE_SUFF
 
     The copy is durable (fsync + rename + directory fsync) before the .log is truncated. A
     quarantine file already holding exactly these bytes (a run killed before the truncate) is
-    reused. Returns the quarantine file, or None when there was nothing after `position`.
+    reused. Returns the quarantine file, or None when nothing but zeros followed `position`.
     """
     size = log_path.stat().st_size
-    if position >= size:
-        return None
     length = size - position
     fd = os.open(log_path, os.O_RDWR)
+    target: Path | None = None
     try:
+        if _all_zero(fd, position, length):
+            _truncate(fd, position)
+            return None
         for target in _quarantine_names(log_path, suffix):
             if not target.exists():
                 tmp = target.with_name(target.name + ".tmp")
@@ -135,9 +149,11 @@ def _apply(v: SegmentVerification, rebuild_all: bool, suffix: str) -> SegmentVer
     actions = []
     if v.log_status == CORRUPT_TAIL:
         target = quarantine_tail(v.log_path, v.scan.valid_bytes, suffix)
-        v.bytes_quarantined = v.scan.truncated_bytes
-        v.quarantine_file = None if target is None else target.name
-        actions.append(f"quarantined {v.bytes_quarantined} tail bytes")
+        if target is None:
+            actions.append(f"cut {v.scan.truncated_bytes} zero bytes (preallocated tail)")
+        else:
+            v.bytes_quarantined, v.quarantine_file = v.scan.truncated_bytes, target.name
+            actions.append(f"quarantined {v.bytes_quarantined} tail bytes to {target.name}")
     written = [c.path.name for c in v.indexes if _write_index(c, rebuild_all)]
     if written:
         actions.append("rebuilt " + ", ".join(written))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -160,26 +161,50 @@ def _expected_time_index(scan: SegmentScan, path: Path) -> bytes:
     return index.to_bytes()
 
 
-def _entries(data: bytes, dtype: np.dtype) -> list[tuple[int, int]]:
+def _columns(data: bytes, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The two fields of every whole entry in `data`, as int64 (offsets stay relative)."""
     raw = np.frombuffer(data, dtype=dtype, count=len(data) // dtype.itemsize)
     names = dtype.names
     assert names is not None
-    return list(zip(raw[names[0]].tolist(), raw[names[1]].tolist(), strict=True))
+    return raw[names[0]].astype(np.int64), raw[names[1]].astype(np.int64)
 
 
 def _first_difference(disk: bytes, expected: bytes, dtype: np.dtype) -> str:
     if len(disk) % dtype.itemsize:
         return f"length {len(disk)} is not a multiple of the entry size {dtype.itemsize}"
-    got, want = _entries(disk, dtype), _entries(expected, dtype)
-    for i, (g, w) in enumerate(zip(got, want, strict=False)):
-        if g != w:
-            return f"entry {i}: on disk {g}, expected {w} (relative offsets)"
-    return f"{len(got)} entries on disk, {len(want)} expected"
+    (a0, a1), (b0, b1) = _columns(disk, dtype), _columns(expected, dtype)
+    m = min(len(a0), len(b0))
+    diff = np.flatnonzero((a0[:m] != b0[:m]) | (a1[:m] != b1[:m]))
+    if len(diff):
+        i = int(diff[0])
+        return (
+            f"entry {i}: on disk ({a0[i]}, {a1[i]}), expected ({b0[i]}, {b1[i]}) "
+            "(offsets relative to the base offset)"
+        )
+    return f"{len(a0)} entries on disk, {len(b0)} expected"
 
 
-def _compare(path: Path, expected: bytes, dtype: np.dtype, equivalent: Any = None) -> IndexCheck:
-    """Status of the file at `path` against `expected`; `equivalent(body)` may accept a body
-    that differs from `expected` (the 2.x time-index convention)."""
+def _first_txn_difference(disk: bytes, expected: bytes) -> str:
+    for at in range(0, max(len(disk), len(expected)), TXN_ENTRY_SIZE):
+        a, b = disk[at : at + TXN_ENTRY_SIZE], expected[at : at + TXN_ENTRY_SIZE]
+        if a != b:
+            shown = [
+                str(AbortedTxn.from_bytes(x)) if len(x) == TXN_ENTRY_SIZE else "none"
+                for x in (a, b)
+            ]
+            return f"entry {at // TXN_ENTRY_SIZE}: on disk {shown[0]}, expected {shown[1]}"
+    return "same entries"
+
+
+def _compare(
+    path: Path,
+    expected: bytes,
+    describe: Callable[[bytes, bytes], str],
+    equivalent: Callable[[bytes], bool] | None = None,
+) -> IndexCheck:
+    """Status of the file at `path` against `expected`; `describe(disk, expected)` names the
+    first difference; `equivalent(body)` may accept a body that differs from `expected` (the
+    2.x time-index convention)."""
     try:
         disk = path.read_bytes()
     except FileNotFoundError:
@@ -194,9 +219,7 @@ def _compare(path: Path, expected: bytes, dtype: np.dtype, equivalent: Any = Non
                 path, ZERO_PADDED, f"{path.name}: {zeros} trailing zero bytes", expected
             )
         return IndexCheck(path, OK if body == expected else EQUIVALENT, "", expected)
-    return IndexCheck(
-        path, WRONG_ENTRIES, f"{path.name}: {_first_difference(disk, expected, dtype)}", expected
-    )
+    return IndexCheck(path, WRONG_ENTRIES, f"{path.name}: {describe(disk, expected)}", expected)
 
 
 def _batch_ending_at(fd: int, scan: SegmentScan, last_offset: int) -> tuple[Any, bytes] | None:
@@ -223,14 +246,13 @@ def _record_level_equivalent(scan: SegmentScan, body: bytes, expected: bytes) ->
     dtype = TimeIndex.DISK_DTYPE
     if len(body) != len(expected) or len(body) % dtype.itemsize:
         return False
-    got, want = _entries(body, dtype), _entries(expected, dtype)
-    if [g[0] for g in got] != [w[0] for w in want]:
+    (got_ts, got_off), (want_ts, want_off) = _columns(body, dtype), _columns(expected, dtype)
+    if not np.array_equal(got_ts, want_ts):
         return False
     fd = os.open(scan.log_path, os.O_RDONLY)
     try:
-        for (ts, rel_got), (_, rel_want) in zip(got, want, strict=True):
-            if rel_got == rel_want:
-                continue
+        for i in np.flatnonzero(got_off != want_off).tolist():
+            ts, rel_got, rel_want = int(got_ts[i]), int(got_off[i]), int(want_off[i])
             found = _batch_ending_at(fd, scan, scan.base_offset + rel_want)
             if found is None:
                 return False
@@ -252,19 +274,7 @@ def _txn_check(path: Path, scan: SegmentScan) -> IndexCheck:
     expected = b"".join(t.to_bytes() for t in scan.aborted_txns)
     if not path.exists() and not expected:
         return IndexCheck(path, OK, "", expected)  # no aborted txn needs one
-    check = _compare(path, expected, np.dtype([("a", "V2"), ("b", "V32")]))
-    if check.status == WRONG_ENTRIES:
-        disk = path.read_bytes()
-        for i in range(0, max(len(disk), len(expected)), TXN_ENTRY_SIZE):
-            a, b = disk[i : i + TXN_ENTRY_SIZE], expected[i : i + TXN_ENTRY_SIZE]
-            if a != b:
-                shown = [
-                    str(AbortedTxn.from_bytes(x)) if len(x) == TXN_ENTRY_SIZE else "none"
-                    for x in (a, b)
-                ]
-                check.problem = f"{path.name}: entry {i // TXN_ENTRY_SIZE}: on disk {shown[0]}, expected {shown[1]}"
-                break
-    return check
+    return _compare(path, expected, _first_txn_difference)
 
 
 # ---- segments and partitions -----------------------------------------------------------------------
@@ -304,12 +314,16 @@ def verify_segment(
         )
     except LogSegmentOffsetOverflowError as e:
         return SegmentVerification(path, base, size, OFFSET_OVERFLOW, *checks, problems=[str(e)])
-    index = _compare(checks[0].path, _expected_offset_index(scan, path), OffsetIndex.DISK_DTYPE)
+    index = _compare(
+        checks[0].path,
+        _expected_offset_index(scan, path),
+        lambda disk, want: _first_difference(disk, want, OffsetIndex.DISK_DTYPE),
+    )
     expected_time = _expected_time_index(scan, path)
     time_index = _compare(
         checks[1].path,
         expected_time,
-        TimeIndex.DISK_DTYPE,
+        lambda disk, want: _first_difference(disk, want, TimeIndex.DISK_DTYPE),
         lambda body: _record_level_equivalent(scan, body, expected_time),
     )
     txn_index = _txn_check(checks[2].path, scan)

@@ -288,3 +288,15 @@ def test_rebuild_all_rewrites_the_2x_time_index_in_the_current_convention(
     changed = {name for name in before if before[name] != after[name]}
     assert changed and all(name.endswith(".timeindex") for name in changed)
     assert {r["time_index_status"] for r in verify_partition(d, 4096).to_rows()} == {OK}
+
+
+def test_preallocated_zero_tail_is_cut_without_quarantine(pdir: Path) -> None:
+    last = logs(pdir)[-1]
+    data = last.read_bytes()
+    last.write_bytes(data + bytes(4096))  # preallocate=true after an unclean shutdown
+    v = verify_segment(last, INTERVAL)
+    assert v.log_status == CORRUPT_TAIL and v.scan is not None
+    assert v.scan.invalid is not None and v.scan.invalid.reason == "size"
+    done = rebuild_segment(last, INTERVAL)
+    assert "zero bytes" in done.action and done.bytes_quarantined == 0
+    assert last.read_bytes() == data and not list(pdir.glob("*.quarantine"))
