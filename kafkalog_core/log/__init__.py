@@ -12,13 +12,20 @@ from kafkalog_core.log.partition_log import (
     AppendInfo,
     PartitionLog,
 )
+from kafkalog_core.log.rebuild import rebuild_partition, rebuild_segment
 from kafkalog_core.log.segment import (
     FetchDataInfo,
     LogOffsetPosition,
     LogSegment,
     RollParams,
     TimestampAndOffset,
-    TxnTracker,
+)
+from kafkalog_core.log.segment_scan import SegmentScan, TxnTracker, scan_segment
+from kafkalog_core.log.verify import (
+    PartitionVerification,
+    SegmentVerification,
+    verify_partition,
+    verify_segment,
     verify_time_index,
 )
 
@@ -34,8 +41,16 @@ __all__ = [
     "LogOffsetPosition",
     "LogSegment",
     "PartitionLog",
+    "PartitionVerification",
     "RollParams",
+    "SegmentScan",
+    "SegmentVerification",
     "TimestampAndOffset",
     "TxnTracker",
+    "rebuild_partition",
+    "rebuild_segment",
+    "scan_segment",
+    "verify_partition",
+    "verify_segment",
     "verify_time_index",
 ]

@@ -34,7 +34,8 @@ from kafkalog_core.log.names import (
     SWAP_FILE_SUFFIX,
     parse_segment_file_name,
 )
-from kafkalog_core.log.segment import LogSegment, TxnTracker, _control_type
+from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.log.segment_scan import TxnTracker, control_type_of
 
 
 @dataclass
@@ -296,6 +297,6 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
         if header.producer_id >= 0:
             control = None
             if header.is_control:
-                control = _control_type(memoryview(seg.read_batch_bytes(header)), header)
+                control = control_type_of(memoryview(seg.read_batch_bytes(header)), header)
             tracker.on_batch(header, control)
         tracker.map_end_offset = header.last_offset + 1

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from crc32c import crc32c
 
 from kafkalog_core.errors import (
     CorruptIndexError,
@@ -33,31 +32,29 @@ from kafkalog_core.errors import (
     LogSegmentOffsetOverflowError,
 )
 from kafkalog_core.log.offset_index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex
+from kafkalog_core.log.segment_scan import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    INT32_MAX,
+    NO_TIMESTAMP,
+    header_at,
+    index_entries_for_appends,
+    scan_segment,
+)
 from kafkalog_core.log.time_index import TimeIndex
-from kafkalog_core.log.txn_index import AbortedTxn, TransactionIndex
+from kafkalog_core.log.txn_index import TransactionIndex
 from kafkalog_core.log.writeback import start_writeback
 from kafkalog_core.record.batch import (
-    ATTRIBUTES_OFFSET,
-    CONTROL_MASK,
-    HEADER,
     HEADER_SIZE_UP_TO_MAGIC,
     LEGACY_RECORD_OVERHEAD_V0,
     LOG_OVERHEAD,
-    MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
-    TRANSACTIONAL_MASK,
     BatchHeader,
-    ensure_valid,
-    read_header,
 )
 
 if TYPE_CHECKING:
     from kafkalog_core.record.encoder import EncodedBatches
 
-INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
-NO_TIMESTAMP = -1
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -67,16 +64,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-_RECOVERY_CHUNK = (
-    32 << 20
-)  # bytes read at once by recover(); batches larger than this get their own read
-_SCAN_CHUNK = 64 << 10  # bytes read at once by lookups that walk a few batches
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-# control record types (§1.5)
-_CONTROL_ABORT = 0
-_CONTROL_COMMIT = 1
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -132,39 +120,6 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
-
-
-@dataclass
-class TxnTracker:
-    """Minimal producer bookkeeping for recovery when no ProducerStateManager is given.
-
-    Tracks, per producer, the first offset of its open transaction and answers Kafka's
-    lastStableOffset(completedTxn): the first offset of the earliest *other* open transaction,
-    else marker offset + 1. That is all the `.txnindex` needs (§4).
-    """
-
-    open_txns: dict[int, int]  # producer id -> currentTxnFirstOffset
-    map_end_offset: int = 0
-
-    @classmethod
-    def empty(cls) -> TxnTracker:
-        return cls(open_txns={})
-
-    def on_batch(self, header: BatchHeader, control_type: int | None) -> AbortedTxn | None:
-        """Apply one batch; return the AbortedTxn an ABORT marker completes, if any."""
-        result: AbortedTxn | None = None
-        pid = header.producer_id
-        if pid >= 0:
-            if control_type is not None:
-                first = self.open_txns.pop(pid, None)
-                if first is not None and control_type == _CONTROL_ABORT:
-                    others = self.open_txns.values()
-                    lso = min(others) if others else header.last_offset + 1
-                    result = AbortedTxn(pid, first, header.last_offset, lso)
-            elif header.is_transactional and pid not in self.open_txns:
-                self.open_txns[pid] = header.base_offset
-        self.map_end_offset = header.last_offset + 1
-        return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +381,7 @@ class LogSegment:
         raised = max_timestamps > before[:-1]
         owner = np.maximum.accumulate(np.where(raised, np.arange(raised.shape[0]), -1))
         running_off = np.where(owner >= 0, last_offsets[np.maximum(owner, 0)], max_off)
-        entries, since = _index_entries(
+        entries, since = index_entries_for_appends(
             batch_sizes, self._bytes_since_last_index_entry, self.index_interval_bytes
         )
         positions_in = self._size + np.concatenate(([0], np.cumsum(batch_sizes[:-1])))
@@ -451,7 +406,7 @@ class LogSegment:
                 )
             if position > limit - LOG_OVERHEAD - length:
                 return
-            yield _header_at(head, 0, position, self.log_path)
+            yield header_at(head, 0, position, self.log_path)
             position += length + LOG_OVERHEAD
 
     def batches(self, start_position: int = 0) -> Iterator[BatchHeader]:
@@ -664,25 +619,32 @@ class LogSegment:
         `on_batch(header, control_type) -> AbortedTxn | None`. `leader_epoch_cache` needs
         `latest_epoch` and `assign(epoch, start_offset)`. Returns the bytes truncated.
         """
-        tracker = producer_state if producer_state is not None else TxnTracker.empty()
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        valid_bytes, offsets, positions, time_entries, max_ts = self._scan_valid(
-            tracker, leader_epoch_cache
+        fh = self._handle()
+        if self._dirty:
+            fh.flush()
+            self._dirty = False
+        scan = scan_segment(
+            self.log_path,
+            fd=fh.fileno(),
+            size=self._size,
+            base_offset=self.base_offset,
+            index_interval_bytes=self.index_interval_bytes,
+            producer_state=producer_state,
+            leader_epoch_cache=leader_epoch_cache,
         )
-        truncated = self._size - valid_bytes
+        for aborted in scan.aborted_txns:
+            self.txn_index.append(aborted)
+        truncated = scan.truncated_bytes
         if truncated:
-            self._truncate_log(valid_bytes)
-        self.offset_index.append_many(
-            np.asarray(offsets, np.int64), np.asarray(positions, np.int64)
-        )
-        if time_entries:
-            stamps, stamp_offsets = zip(*time_entries, strict=True)
-            self.time_index.maybe_append_many(
-                np.asarray(stamps, np.int64), np.asarray(stamp_offsets, np.int64)
-            )
+            self._truncate_log(scan.valid_bytes)
+        self.offset_index.append_many(scan.index_offsets, scan.index_positions)
+        if len(scan.walk_timestamps):
+            self.time_index.maybe_append_many(scan.walk_timestamps, scan.walk_offsets)
         self.offset_index.trim_to_valid_size()
+        max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
         self._max_ts_and_offset = max_ts
         self.time_index.maybe_append(max_ts[0], max_ts[1], skip_full_check=True)
         self.time_index.trim_to_valid_size()
@@ -690,121 +652,6 @@ class LogSegment:
         self._rolling_based_timestamp = None
         self._needs_fsync = True
         return truncated
-
-    def _scan_valid(
-        self, tracker: Any, epoch_cache: Any
-    ) -> tuple[int, list[int], list[int], list[tuple[int, int]], tuple[int, int]]:
-        """The header walk of recovery over large chunks: CRC, index entries, epochs, txns."""
-        size = self._size
-        interval = self.index_interval_bytes
-        base = self.base_offset
-        offsets: list[int] = []
-        positions: list[int] = []
-        time_entries: list[tuple[int, int]] = []
-        max_ts, max_off = NO_TIMESTAMP, base
-        last_index_ts = NO_TIMESTAMP
-        last_index_entry = 0
-        valid = 0
-        latest_epoch = _latest_epoch(epoch_cache)
-        # a TxnTracker, or a ProducerStateManager (its `update` has the same contract)
-        on_batch = getattr(tracker, "on_batch", None) or tracker.update
-        unpack_header = HEADER.unpack_from
-        unpack_i32 = _I32.unpack_from
-        unpack_u32 = struct.Struct(">I").unpack_from
-        chunk_start = 0
-        fh = self._handle()
-        if self._dirty:
-            fh.flush()
-            self._dirty = False
-        fd = fh.fileno()
-        stop = False
-        while not stop and chunk_start < size - HEADER_SIZE_UP_TO_MAGIC:
-            want = min(_RECOVERY_CHUNK, size - chunk_start)
-            chunk = os.pread(fd, want, chunk_start)
-            view = memoryview(chunk)
-            n = len(chunk)
-            p = 0
-            progressed = False
-            while p < n - HEADER_SIZE_UP_TO_MAGIC:
-                length = unpack_i32(chunk, p + 8)[0]
-                if length < LEGACY_RECORD_OVERHEAD_V0:
-                    stop = True  # CorruptRecordException from the header walk
-                    break
-                total = length + LOG_OVERHEAD
-                if p + total > n:
-                    if chunk_start + p + total > size:
-                        stop = True  # partial batch at the tail of the file
-                    elif not progressed:
-                        # one batch larger than the chunk: read it on its own
-                        chunk = os.pread(fd, total, chunk_start)
-                        view = memoryview(chunk)
-                        n = len(chunk)
-                        continue
-                    break
-                magic = chunk[p + 16]
-                if magic == MAGIC_V2:
-                    if total < RECORD_BATCH_OVERHEAD:
-                        stop = True
-                        break
-                    if (
-                        crc32c(view[p + ATTRIBUTES_OFFSET : p + total])
-                        != unpack_u32(chunk, p + 17)[0]
-                    ):
-                        stop = True
-                        break
-                    (bo, _, ple, _, _, attrs, lod, _, batch_max_ts, pid, _, _, _) = unpack_header(
-                        chunk, p
-                    )
-                    last_offset = bo + lod
-                else:
-                    try:
-                        header = _header_at(chunk, p, chunk_start + p, self.log_path)
-                        ensure_valid(view[p : p + total], replace(header, position=0))
-                    except CorruptRecordError:
-                        stop = True
-                        break
-                    bo, ple, attrs, pid = header.base_offset, -1, header.attributes, -1
-                    last_offset, batch_max_ts = header.last_offset, header.max_timestamp
-                relative = last_offset - base
-                if relative < 0 or relative > INT32_MAX:
-                    raise LogSegmentOffsetOverflowError(
-                        f"Detected offset overflow at offset {last_offset} in segment "
-                        f"{self.log_path} (position {chunk_start + p})"
-                    )
-                if batch_max_ts > max_ts:
-                    max_ts, max_off = batch_max_ts, last_offset
-                if valid - last_index_entry > interval:
-                    offsets.append(last_offset)
-                    positions.append(valid)
-                    if max_ts > last_index_ts:
-                        time_entries.append((max_ts, max_off))
-                        last_index_ts = max_ts
-                    last_index_entry = valid
-                valid += total
-                if magic == MAGIC_V2:
-                    if (
-                        ple >= 0
-                        and epoch_cache is not None
-                        and (latest_epoch is None or ple > latest_epoch)
-                    ):
-                        epoch_cache.assign(ple, bo)
-                        latest_epoch = ple
-                    if pid >= 0 or (attrs & (CONTROL_MASK | TRANSACTIONAL_MASK)):
-                        header = BatchHeader(*unpack_header(chunk, p), position=chunk_start + p)
-                        control_type = None
-                        if attrs & CONTROL_MASK:
-                            control_type = _control_type(view[p : p + total], header)
-                        aborted = on_batch(header, control_type)
-                        if aborted is not None:
-                            self.txn_index.append(aborted)
-                    elif hasattr(tracker, "map_end_offset"):
-                        tracker.map_end_offset = last_offset + 1
-                p += total
-                progressed = True
-            chunk_start += p
-            if not progressed:
-                break
-        return valid, offsets, positions, time_entries, (max_ts, max_off)
 
     # ---- verification ------------------------------------------------------------------------------
     def indexes_look_valid(self) -> str | None:
@@ -987,100 +834,3 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _header_at(
-    buf: bytes | bytearray | memoryview, at: int, file_position: int, path: Path
-) -> BatchHeader:
-    """A BatchHeader parsed at `at` of `buf`, reporting `file_position` as its position."""
-    try:
-        if buf[at + 16] == MAGIC_V2 and len(buf) - at >= RECORD_BATCH_OVERHEAD:
-            return BatchHeader(*HEADER.unpack_from(buf, at), position=file_position)
-        return replace(read_header(buf, at), position=file_position)
-    except CorruptRecordError as e:
-        raise CorruptRecordError(f"{path}: {e} (file position {file_position})") from None
-
-
-def _latest_epoch(cache: Any) -> int | None:
-    if cache is None:
-        return None
-    latest = cache.latest_epoch
-    latest = latest() if callable(latest) else latest
-    return None if latest is None or latest < 0 else int(latest)
-
-
-def _control_type(batch: memoryview, header: BatchHeader) -> int | None:
-    """The control record type of a control batch (None if it holds no record)."""
-    from kafkalog_core.record.decoder import RecordBatch
-
-    record = RecordBatch(batch, replace(header, position=0)).control_record()
-    return None if record is None else record.type
-
-
-def verify_time_index(segment: LogSegment) -> list[str]:
-    """Check a segment's time index against its .log; accept both offset conventions (§15).
-
-    An entry (ts, off) is valid when ts is the max timestamp of the log up to and including the
-    batch that holds `off`, and `off` is either that batch's last offset (current Kafka) or the
-    offset of the first record in it carrying ts (2.x brokers: record-level). Entries must grow.
-    Returns the problems found (empty = valid).
-    """
-    problems: list[str] = []
-    ts_col, off_col = segment.time_index.entries_array()
-    if len(ts_col) == 0:
-        return problems
-    from kafkalog_core.record.decoder import RecordBatch
-
-    headers = list(segment.batches())
-    running_max = NO_TIMESTAMP
-    cumulative: list[int] = []
-    for h in headers:
-        running_max = max(running_max, h.max_timestamp)
-        cumulative.append(running_max)
-    for ts, off in zip(ts_col.tolist(), off_col.tolist(), strict=True):
-        idx = next(
-            (i for i, h in enumerate(headers) if h.base_offset <= off <= h.last_offset), None
-        )
-        if idx is None:
-            problems.append(f"entry ({ts}, {off}): offset not in any batch of {segment.log_path}")
-            continue
-        h = headers[idx]
-        if cumulative[idx] != ts or h.max_timestamp != ts:
-            problems.append(
-                f"entry ({ts}, {off}): batch at {h.position} has max timestamp {h.max_timestamp}"
-            )
-            continue
-        if off == h.last_offset:
-            continue
-        table = RecordBatch(segment.read_batch_bytes(h), replace(h, position=0)).records()
-        ts_rec = table.column("timestamp").to_numpy(zero_copy_only=False)
-        off_rec = table.column("offset").to_numpy(zero_copy_only=False)
-        hits = np.flatnonzero(ts_rec == ts)
-        if not len(hits) or int(off_rec[hits[0]]) != off:
-            problems.append(
-                f"entry ({ts}, {off}): neither the batch last offset nor the first record with ts"
-            )
-    if np.any(np.diff(ts_col) <= 0) or np.any(np.diff(off_col) < 0):
-        problems.append(f"{segment.time_index.path}: entries not increasing")
-    return problems
-
-
-def _index_entries(sizes: np.ndarray, since: int, interval: int) -> tuple[np.ndarray, int]:
-    """Kafka's index rule over consecutive appends of `sizes` bytes: which appends get an
-    index entry (bytes since the last entry > interval, checked before the append is counted)
-    and the bytes since the last entry afterwards.
-
-    When every append is larger than the interval, each one after the first gets an entry (the
-    first if `since` already exceeds it): no loop. Otherwise a loop over plain ints.
-    """
-    n = sizes.shape[0]
-    if n and int(sizes.min()) > interval:
-        entries = np.arange(0 if since > interval else 1, n)
-        return entries, int(sizes[-1]) + (since if n == 1 and since <= interval else 0)
-    hits: list[int] = []
-    for i, size in enumerate(sizes.tolist()):
-        if since > interval:
-            hits.append(i)
-            since = 0
-        since += size
-    return np.asarray(hits, dtype=np.int64), since

@@ -13,7 +13,8 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.log_manager import LogManager
 from kafkalog_core.log.partition_log import PartitionLog
-from kafkalog_core.log.segment import LogSegment, verify_time_index
+from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.log.verify import verify_time_index
 from kafkalog_core.record.batch import Compression, TimestampType
 
 

@@ -13,8 +13,8 @@ from kafkalog_core.log.segment import (
     LONG_MAX,
     LogSegment,
     RollParams,
-    TxnTracker,
 )
+from kafkalog_core.log.segment_scan import TxnTracker
 from kafkalog_core.record.batch import make_attributes, pack_header
 from kafkalog_core.record.varint import encode_varint
 
@@ -355,7 +355,7 @@ def test_indexes_look_valid_detects_padding_and_too_long(tmp_path: Path) -> None
 def test_index_entries_equal_the_rule_applied_append_by_append(seed: int) -> None:
     """The vectorized index rule (every append larger than the interval) and its loop give
     what Kafka's rule gives one append at a time."""
-    from kafkalog_core.log.segment import _index_entries
+    from kafkalog_core.log.segment_scan import index_entries_for_appends
 
     rng = np.random.default_rng(seed)
     interval = int(rng.integers(1, 5000))
@@ -368,6 +368,6 @@ def test_index_entries_equal_the_rule_applied_append_by_append(seed: int) -> Non
             expected.append(i)
             left = 0
         left += size
-    entries, after = _index_entries(sizes.astype(np.int64), since, interval)
+    entries, after = index_entries_for_appends(sizes.astype(np.int64), since, interval)
     assert entries.tolist() == expected
     assert after == left
