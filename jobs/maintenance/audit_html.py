@@ -1,6 +1,6 @@
 """The compaction audit as one HTML file that opens offline: charts as embedded PNGs.
 
-matplotlib draws (Agg backend, no display needed); the images are inlined as base64, so the
+matplotlib draws (headless it falls back to its Agg backend; no display needed); the images are inlined as base64, so the
 file needs no network, no CDN and no sibling files.
 """
 
@@ -27,7 +27,7 @@ def _png(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def dirty_ratio_chart(rows: list[dict]) -> str:
+def dirty_ratio_chart(rows: list[dict]):
     """Bars of each partition's dirty ratio, its threshold as a marker, colour = verdict."""
     import matplotlib.pyplot as plt
 
@@ -50,10 +50,10 @@ def dirty_ratio_chart(rows: list[dict]) -> str:
     ax.set_ylabel("dirty ratio")
     ax.set_title("Dirty ratio per partition (red: the cleaner would clean it now)")
     ax.legend(loc="upper right", fontsize=8)
-    return _png(fig)
+    return fig
 
 
-def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, ylabel: str) -> str:
+def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, ylabel: str):
     import matplotlib.pyplot as plt
 
     per_topic: dict[str, dict[str, int]] = {}
@@ -76,14 +76,11 @@ def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, yl
     ax.set_ylabel(ylabel)
     if per_topic:
         ax.legend(fontsize=7, loc="upper right")
-    return _png(fig)
+    return fig
 
 
-def charts(table: pa.Table) -> dict[str, str]:
-    """The three charts as base64 PNGs, by title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def audit_figures(table: pa.Table) -> dict:
+    """The three charts as matplotlib figures, by title (a notebook shows them inline)."""
     rows = table.to_pylist()
     return {
         "Dirty ratio": dirty_ratio_chart(rows),
@@ -98,6 +95,11 @@ def charts(table: pa.Table) -> dict[str, str]:
             "tombstones",
         ),
     }
+
+
+def charts(table: pa.Table) -> dict[str, str]:
+    """The three charts as base64 PNGs, by title (the figures are closed)."""
+    return {name: _png(fig) for name, fig in audit_figures(table).items()}
 
 
 _COLUMNS = (
