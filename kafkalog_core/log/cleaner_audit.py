@@ -32,7 +32,7 @@ from kafkalog_core.log.names import (
     log_file_name,
     parse_segment_file_name,
 )
-from kafkalog_core.log.segment import TxnTracker
+from kafkalog_core.log.segment_scan import TxnTracker
 from kafkalog_core.log.txn_index import AbortedTxn
 from kafkalog_core.record.batch import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, iter_batch_headers
 from kafkalog_core.record.decoder import RecordBatch
