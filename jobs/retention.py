@@ -44,10 +44,10 @@ from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
+    segment_log_files,
 )
 from kafkalog_core.log.retention import (
     backfill_risk,
-    list_segment_logs,
     mark_segments_deleted,
     purge_deleted_files,
     read_segment_facts,
@@ -99,7 +99,7 @@ def retention_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list
         pdir = Path(options.log_dir) / unit["dir"]
         if options.apply:
             purge_deleted_files(pdir)  # a killed apply's leftovers (a broker would drop them too)
-        facts = [read_segment_facts(p) for p in list_segment_logs(pdir)]
+        facts = [read_segment_facts(p) for p in segment_log_files(pdir)]
         if not facts:
             return []
         config = LogConfig.from_dict(unit["config"])

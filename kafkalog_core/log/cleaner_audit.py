@@ -26,11 +26,11 @@ from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
-    LOG_FILE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     log_file_name,
-    parse_segment_file_name,
+    offset_from_file_name,
+    segment_log_files,
 )
 from kafkalog_core.log.segment_scan import TxnTracker
 from kafkalog_core.log.txn_index import AbortedTxn
@@ -57,7 +57,6 @@ __all__ = [
     "read_log_start_checkpoint",
     "read_offset_checkpoint",
     "scan_partition",
-    "segment_base_offsets",
     "verdict",
 ]
 
@@ -132,18 +131,6 @@ class PartitionScan:
     first_unstable_offset: int | None  # first offset of the earliest still-open transaction
 
 
-def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
-    """Base offsets of the live `.log` files (no .cleaned/.swap/.deleted), ascending."""
-    offsets = []
-    for name in os.listdir(partition_dir):
-        if not name.endswith(LOG_FILE_SUFFIX):
-            continue
-        parsed = parse_segment_file_name(name)
-        if parsed.extension == LOG_FILE_SUFFIX and not parsed.temporary_suffix:
-            offsets.append(parsed.base_offset)
-    return sorted(offsets)
-
-
 def segment_path(partition_dir: str | os.PathLike[str], base_offset: int) -> Path:
     return Path(partition_dir) / log_file_name(base_offset)
 
@@ -158,7 +145,7 @@ def scan_partition(partition_dir: str | os.PathLike[str], *, verify: bool = Fals
     tracker = TxnTracker.empty()
     aborted: list[AbortedTxn] = []
     segments: list[SegmentSummary] = []
-    for base in segment_base_offsets(partition_dir):
+    for base in (offset_from_file_name(p.name) for p in segment_log_files(partition_dir)):
         path = segment_path(partition_dir, base)
         stat = path.stat()
         next_offset, count, first_ts, max_ts = base, 0, NO_TIMESTAMP, NO_TIMESTAMP

@@ -16,8 +16,10 @@ character wrong makes a broker ignore (or delete) the data, so every name is bui
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
+from pathlib import Path
 from typing import Final, NamedTuple
 
 from kafkalog_core.errors import InvalidTopicError, LogDirError
@@ -50,6 +52,7 @@ __all__ = [
     "parse_segment_file_name",
     "partition_dir_name",
     "producer_snapshot_file_name",
+    "segment_log_files",
     "stray_dir_name",
     "time_index_file_name",
     "txn_index_file_name",
@@ -305,3 +308,19 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     """(topic, partition) of a partition directory name, e.g. `a-b.c-12` -> ("a-b.c", 12)."""
     parsed = parse_partition_dir_name(name)
     return parsed.topic, parsed.partition
+
+
+def segment_log_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
+    """The live `.log` files of a partition dir by base offset: no `.deleted`/`.cleaned`/
+    `.swap`/quarantine names, nothing whose name is not a 20-digit offset."""
+    logs = []
+    for name in os.listdir(partition_dir):
+        if not name.endswith(LOG_FILE_SUFFIX):
+            continue
+        try:
+            parsed = parse_segment_file_name(name)
+        except LogDirError:
+            continue
+        if parsed.extension == LOG_FILE_SUFFIX and not parsed.temporary_suffix:
+            logs.append((parsed.base_offset, Path(partition_dir) / name))
+    return [path for _, path in sorted(logs)]

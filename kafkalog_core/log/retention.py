@@ -101,16 +101,6 @@ def read_segment_facts(log_path: str | os.PathLike[str]) -> SegmentFacts:
     )
 
 
-def list_segment_logs(partition_dir: str | os.PathLike[str]) -> list[Path]:
-    """The partition's live `.log` files, oldest first (no `.deleted`/`.cleaned`/`.swap`)."""
-    logs = [
-        p
-        for p in Path(partition_dir).iterdir()
-        if p.name.endswith(LOG_FILE_SUFFIX) and len(p.name) == 20 + len(LOG_FILE_SUFFIX)
-    ]
-    return sorted(logs, key=lambda p: p.name)
-
-
 def _days(ms: int) -> str:
     return f"{ms / 86_400_000:.1f} d" if abs(ms) >= 86_400_000 else f"{ms / 3_600_000:.1f} h"
 

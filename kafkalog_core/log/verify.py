@@ -28,6 +28,7 @@ from kafkalog_core.log.names import (
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
     offset_from_file_name,
+    segment_log_files,
 )
 from kafkalog_core.log.offset_index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex
 from kafkalog_core.log.producer_state import list_snapshots
@@ -342,16 +343,6 @@ def verify_segment(
     )
 
 
-def segment_logs(partition_dir: Path) -> list[Path]:
-    """The `.log` files of a partition dir by base offset (quarantined/temporary ones excluded)."""
-    logs = []
-    for p in partition_dir.iterdir():
-        if p.name.endswith(LOG_FILE_SUFFIX) and p.is_file():
-            with contextlib.suppress(KafkaLogError):
-                logs.append((offset_from_file_name(p.name), p))
-    return [p for _, p in sorted(logs)]
-
-
 def verify_partition(
     partition_dir: str | os.PathLike[str],
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -366,7 +357,7 @@ def verify_partition(
     log_end: int | None = None
     next_offset = 0
     corrupt_seen = False
-    for log in segment_logs(pdir):
+    for log in segment_log_files(pdir):
         base = offset_from_file_name(log.name)
         v = verify_segment(
             log, index_interval_bytes, producer_state=tracker, min_offset=max(base, next_offset)

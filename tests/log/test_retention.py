@@ -8,11 +8,11 @@ import pytest
 
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
+from kafkalog_core.log.names import segment_log_files
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.log.retention import (
     SegmentFacts,
     backfill_risk,
-    list_segment_logs,
     mark_segments_deleted,
     purge_deleted_files,
     read_segment_facts,
@@ -146,7 +146,7 @@ def _log(tmp_path: Path) -> Path:
 
 def test_read_segment_facts_matches_the_log(tmp_path: Path) -> None:
     pdir = _log(tmp_path)
-    facts = [read_segment_facts(p) for p in list_segment_logs(pdir)]
+    facts = [read_segment_facts(p) for p in segment_log_files(pdir)]
     assert [f.base_offset for f in facts][:2] == [0, facts[1].base_offset]
     assert all(a.next_offset == b.base_offset for a, b in zip(facts, facts[1:], strict=False))
     assert facts[-1].next_offset == 15
@@ -160,7 +160,7 @@ def test_two_phase_delete_and_epochs(tmp_path: Path) -> None:
     LeaderEpochCheckpointFile(pdir / "leader-epoch-checkpoint").write(
         [EpochEntry(0, 0), EpochEntry(3, 12)]
     )
-    logs = list_segment_logs(pdir)
+    logs = segment_log_files(pdir)
     victim = int(logs[0].name[:20])
     nxt = int(logs[1].name[:20])
     renamed = mark_segments_deleted(pdir, [victim])
