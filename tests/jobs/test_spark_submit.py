@@ -101,3 +101,27 @@ def test_get_or_create_session_returns_the_active_one(spark):
     assert get_or_create_session("x", {"spark.sql.shuffle.partitions": "3"}) is spark
     assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
     spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+def test_maintenance_jobs_by_hyphenated_name(tmp_path):
+    from tests.log.test_recovery import write_log
+
+    listing = _run("--help").stdout
+    assert all(name in listing for name in ("retention", "rebuild-index", "compaction-audit"))
+    write_log(tmp_path / "logs" / "orders-0")
+    conf = tmp_path / "topics.properties"
+    conf.write_text("index.interval.bytes=200\n")
+    ok = _run(
+        "--master", "local[2]", "rebuild-index", "--log-dir", str(tmp_path / "logs"),
+        "--topic-config", str(conf), timeout=300,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "rebuild-index" in ok.stdout and "segments ok, 0 not ok" in ok.stdout
+    bad = _run(
+        "--master", "local[1]", "retention", "--log-dir", str(tmp_path / "nope"), timeout=300
+    )
+    assert bad.returncode == 1
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout
+    output = (bad.stdout + bad.stderr).splitlines()
+    errors = [line for line in output if line.startswith("kafkalog: error:")]
+    assert len(errors) == 1 and "does not exist" in errors[0], output[-20:]
