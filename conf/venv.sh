@@ -41,3 +41,22 @@ kafkalog_check_java() {
     return 1
   fi
 }
+
+# A separate venv with Airflow and its Spark provider (conf/airflow/requirements.txt), for the
+# DAG test: cached like .venv, reinstalled when the requirements change. Prints its python.
+kafkalog_ensure_airflow_venv() {
+  local py="${KAFKALOG_PYTHON:-python3}" venv="${KAFKALOG_AIRFLOW_VENV:-$kafkalog_root/.venv-airflow}"
+  local req="$kafkalog_root/conf/airflow/requirements.txt"
+  local stamp="$venv/.kafkalog-installed" want
+  want="$(sha256sum "$req" | cut -c1-16)"
+  if [ -x "$venv/bin/airflow" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "$venv/bin/python"
+    return 0
+  fi
+  echo "kafkalog: setting up $venv (Airflow, first use; takes a few minutes)..." >&2
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" >&2 || return 1
+  "$venv/bin/python" -m pip install -q --upgrade pip >&2 || return 1
+  "$venv/bin/python" -m pip install -q -r "$req" >&2 || return 1
+  echo "$want" >"$stamp"
+  echo "$venv/bin/python"
+}

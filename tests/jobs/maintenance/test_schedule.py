@@ -1,0 +1,66 @@
+"""The scheduler's job arguments: every job parses them, retries reuse run ids, rules use --now."""
+
+from __future__ import annotations
+
+import jobs.compaction_audit as audit_job
+import jobs.rebuild_index as index_job
+import jobs.retention as retention_job
+from jobs.ingestion.config import build_arg_parser
+from jobs.maintenance.schedule import (
+    PipelineSettings,
+    job_run_id,
+    pipeline,
+)
+
+SETTINGS = PipelineSettings("conf/x.yaml", "/data/logs", "/data/reports/", "/data/topics.yaml")
+RUN = "scheduled__2024-05-01T00_00_00_00_00"
+NOW = "2024-05-02T00:00:00+00:00"
+
+PARSERS = {
+    "ingest.py": build_arg_parser("ingest"),
+    "retention.py": retention_job._parser(),
+    "rebuild_index.py": index_job._parser(),
+    "compaction_audit.py": audit_job._parser(),
+}
+
+
+def test_pipeline_order_and_every_job_parses_its_arguments() -> None:
+    tasks = pipeline(SETTINGS, RUN, NOW)
+    assert list(tasks) == [
+        "ingest",
+        "retention_dry_run",
+        "retention_apply",
+        "verify_indexes",
+        "compaction_audit",
+    ]
+    for task_id, (job_file, args) in tasks.items():
+        parsed = PARSERS[job_file].parse_args(list(args))
+        assert parsed.run_id.startswith(RUN), task_id
+        if job_file != "ingest.py":
+            assert parsed.log_dir == "/data/logs" and parsed.now == NOW, task_id
+            assert parsed.topic_config == "/data/topics.yaml"
+            assert parsed.report.startswith("/data/reports/") and "//" not in parsed.report
+
+
+def test_run_ids_are_stable_per_step_and_distinct_between_steps() -> None:
+    first, retry = pipeline(SETTINGS, RUN, NOW), pipeline(SETTINGS, RUN, NOW)
+    assert first == retry  # a retried task passes exactly the same arguments
+    ids = [PARSERS[f].parse_args(list(a)).run_id for f, a in first.values()]
+    assert len(set(ids)) == len(ids)
+    assert ids[0] == RUN and job_run_id(RUN, "verify") in ids
+
+
+def test_dry_run_then_apply() -> None:
+    tasks = pipeline(SETTINGS, RUN, NOW)
+    assert not retention_job._parser().parse_args(list(tasks["retention_dry_run"][1])).apply
+    assert retention_job._parser().parse_args(list(tasks["retention_apply"][1])).apply
+    verify = index_job._parser().parse_args(list(tasks["verify_indexes"][1]))
+    assert verify.mode == "verify" and not verify.all
+    audit = audit_job._parser().parse_args(list(tasks["compaction_audit"][1]))
+    assert audit.html.endswith(f"{RUN}-audit.html")
+
+
+def test_data_interval_goes_to_ingest() -> None:
+    args = pipeline(SETTINGS, RUN, NOW, interval=("2024-05-01", "2024-05-02"))["ingest"][1]
+    parsed = build_arg_parser("ingest").parse_args(list(args))
+    assert (parsed.data_interval_start, parsed.data_interval_end) == ("2024-05-01", "2024-05-02")
