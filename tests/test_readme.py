@@ -41,9 +41,10 @@ def test_every_spark_submit_job_named_in_the_readme_exists():
             words = shlex.split(command)
             if words[0] == "./spark-submit.sh":
                 jobs.add(words[1])
-    assert {"demo", "ingest", "jobs/ingest.py"} <= jobs
+    assert {"demo", "ingest", "jobs/ingest.py", "retention", "rebuild-index"} <= jobs
     for job in jobs:
-        path = ROOT / job if job.endswith(".py") else ROOT / "jobs" / f"{job}.py"
+        module = job.replace("-", "_")  # spark-submit.sh: rebuild-index -> jobs/rebuild_index.py
+        path = ROOT / job if job.endswith(".py") else ROOT / "jobs" / f"{module}.py"
         assert path.is_file(), job
 
 

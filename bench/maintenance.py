@@ -1,0 +1,138 @@
+"""Benchmark: the maintenance jobs on a generated log dir, against named baselines, one run.
+
+Not a test. Run from the repo root:
+
+    .venv/bin/python bench/maintenance.py [--gb 1.0] [--partitions 16] [--master 'local[2]'] [--repeat 2]
+
+Input: a log dir of `--partitions` partitions of workload W (16 B random keys, 100 B values,
+16 KiB batches, segment.bytes 64 MiB, index.interval.bytes 4096), `--gb` in total, written once
+by PartitionLog; the same records also as Parquet (key, value, timestamp) for the audit's
+baseline.
+
+Timed (files in the page cache; best of --repeat):
+- baseline A: the core's single-process recovery of every segment of the dir, one after the
+  other (`LogSegment.recover`: what a broker's serial restart does);
+- `rebuild-index --mode verify` and `--mode rebuild --all` under --master: MB/s and the ratio
+  baseline A / job (goal >= 1.8 on 2 cores);
+- baseline B: `spark.read.parquet(...).groupBy("key").count()` over the same records (forced
+  with the no-op sink);
+- `compaction-audit --all-topics`: records/s and the ratio job / baseline B (goal <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from bench.log_append import CONFIG  # noqa: E402
+from bench.workload import make_table  # noqa: E402
+from kafkalog_core.log.checkpoints import LeaderEpochCache  # noqa: E402
+from kafkalog_core.log.names import offset_from_file_name, segment_log_files  # noqa: E402
+from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
+from kafkalog_core.log.segment import LogSegment  # noqa: E402
+
+RECORD_BYTES = 16 + 100 + 20  # key, value and the record framing of workload W, roughly
+
+
+def build(root: Path, parquet: Path, gb: float, partitions: int) -> tuple[int, int]:
+    """Write the log dir and the Parquet copy; (bytes of .log files, records)."""
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(parquet, ignore_errors=True)
+    parquet.mkdir(parents=True)
+    per_partition = int(gb * 1e9 / RECORD_BYTES / partitions)
+    total = 0
+    for p in range(partitions):
+        table = make_table(per_partition, seed=p + 1)
+        log = PartitionLog.create(root / f"bench-{p}", CONFIG, leader_epoch=0)
+        log.append_records(table, max_batch_bytes=16384, now_ms=0)
+        log.close(fsync=False)
+        total += log.size_in_bytes
+        pq.write_table(table, parquet / f"part-{p:04d}.parquet")
+    return total, per_partition * partitions
+
+
+def serial_recovery(root: Path) -> float:
+    """Baseline A: every segment recovered in one process, one after the other."""
+    start = time.perf_counter()
+    for pdir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for log in segment_log_files(pdir):
+            seg = LogSegment(
+                pdir,
+                offset_from_file_name(log.name),
+                index_interval_bytes=CONFIG.index_interval_bytes,
+            )
+            seg.recover(leader_epoch_cache=LeaderEpochCache(entries=[]))
+            seg.close()
+    return time.perf_counter() - start
+
+
+def best_of(repeat: int, fn) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/kafkalog-bench-maintenance"))
+    args = ap.parse_args(argv)
+
+    from jobs import compaction_audit, rebuild_index
+    from jobs.spark.session import get_or_create_session
+
+    root, parquet = args.dir / "logs", args.dir / "parquet"
+    size, records = build(root, parquet, args.gb, args.partitions)
+    mb = size / 1e6
+    print(f"log dir: {args.partitions} partitions, {mb:,.0f} MB, {records:,} records")
+
+    spark = get_or_create_session("kafkalog-bench-maintenance", {"spark.master": args.master})
+    spark.sparkContext.setLogLevel("ERROR")
+    quiet = {"out": lambda _line: None}
+    rebuild_index.run(spark, str(root), **quiet)  # warm-up: JVM, Python workers, imports
+
+    base_a = best_of(args.repeat, lambda: serial_recovery(root))
+    verify = best_of(args.repeat, lambda: rebuild_index.run(spark, str(root), **quiet))
+    rebuild = best_of(
+        args.repeat,
+        lambda: rebuild_index.run(spark, str(root), mode="rebuild", rebuild_all=True, **quiet),
+    )
+    print(f"baseline A, serial single-process recovery: {base_a:6.2f} s  {mb / base_a:7,.0f} MB/s")
+    for name, t in (("rebuild-index verify", verify), ("rebuild-index rebuild --all", rebuild)):
+        print(f"{name:<43} {t:6.2f} s  {mb / t:7,.0f} MB/s  ratio {base_a / t:.2f}x (goal >= 1.8)")
+
+    def parquet_group_by() -> None:
+        frame = spark.read.parquet(str(parquet)).groupBy("key").count()
+        frame.write.format("noop").mode("overwrite").save()
+
+    base_b = best_of(args.repeat, parquet_group_by)
+    audit = best_of(
+        args.repeat, lambda: compaction_audit.run(spark, str(root), all_topics=True, **quiet)
+    )
+    print(
+        f"baseline B, parquet groupBy(key).count():   {base_b:6.2f} s  {records / base_b:11,.0f} rec/s"
+    )
+    print(
+        f"compaction-audit --all-topics               {audit:6.2f} s  {records / audit:11,.0f} rec/s"
+        f"  ratio {audit / base_b:.2f}x the time (goal <= 1.5)"
+    )
+    spark.stop()
+    shutil.rmtree(args.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
