@@ -17,13 +17,14 @@ recovery would delete them), never simply deleted; producer snapshots and leader
 above the new log end offset go, as a broker's recovery leaves them. Every step is safe to kill
 and a re-run finishes the job.
 
-Work is dealt to tasks by partition, weighted by bytes from a first listing pass in the tasks.
+Work is dealt to tasks by partition, weighted by bytes from a first listing pass in the tasks;
+in verify mode a partition bigger than a fair share is split into runs of segments (a rebuild,
+which writes, keeps each partition in one task).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,7 +44,7 @@ from jobs.maintenance.common import (
     run_units,
 )
 from jobs.maintenance.report import write_report
-from kafkalog_core.log.names import segment_log_files
+from kafkalog_core.log.names import offset_from_file_name, segment_log_files
 from kafkalog_core.log.rebuild import rebuild_partition
 from kafkalog_core.log.verify import verify_partition
 
@@ -79,7 +80,7 @@ REPORT_SCHEMA = pa.schema(
         ("ok", pa.bool_()),
     ]
 )
-SIZE_SCHEMA = pa.schema([("dir", pa.string()), ("bytes", pa.int64())])
+SIZE_SCHEMA = pa.schema([("dir", pa.string()), ("base_offset", pa.int64()), ("bytes", pa.int64())])
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,50 @@ class IndexJobOptions:
 
 
 def size_task(log_dir: str) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-    """The bytes of a partition's segments: the weight its unit gets."""
+    """The segments of a partition and their sizes: the weights of the work units."""
 
     def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
         logs = segment_log_files(Path(log_dir) / unit["dir"])
-        return [{"dir": unit["dir"], "bytes": sum(os.path.getsize(p) for p in logs)}]
+        return [
+            {
+                "dir": unit["dir"],
+                "base_offset": offset_from_file_name(p.name),
+                "bytes": p.stat().st_size,
+            }
+            for p in logs
+        ]
 
     return task
+
+
+def plan_units(
+    units: list[dict[str, Any]], sizes: pa.Table, slots: int, split: bool
+) -> list[dict[str, Any]]:
+    """Weight each partition's unit by its bytes; with `split`, a partition bigger than a fair
+    share (total / slots) becomes several units of consecutive segments (`only_segments`)."""
+    segments: dict[str, list[tuple[int, int]]] = {}
+    for row in sizes.to_pylist():
+        segments.setdefault(row["dir"], []).append((row["base_offset"], row["bytes"]))
+    total = sum(b for parts in segments.values() for _, b in parts)
+    share = max(1, total // max(1, slots))
+    planned = []
+    for unit in units:
+        parts = sorted(segments.get(unit["dir"], []))
+        size = sum(b for _, b in parts)
+        if not split or size <= share or len(parts) < 2:
+            planned.append({**unit, "bytes": size})
+            continue
+        group: list[int] = []
+        group_bytes = 0
+        for base, nbytes in parts:
+            group.append(base)
+            group_bytes += nbytes
+            if group_bytes >= share:
+                planned.append({**unit, "bytes": group_bytes, "only_segments": group})
+                group, group_bytes = [], 0
+        if group:
+            planned.append({**unit, "bytes": group_bytes, "only_segments": group})
+    return planned
 
 
 def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -105,10 +143,10 @@ def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict
     def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
         pdir = Path(options.log_dir) / unit["dir"]
         interval = int(unit["index_interval_bytes"])
-        if options.mode == "rebuild":
+        if options.mode == "rebuild":  # writes: always the whole partition in one task
             result = rebuild_partition(pdir, interval, rebuild_all=options.rebuild_all)
         else:
-            result = verify_partition(pdir, interval)
+            result = verify_partition(pdir, interval, only_segments=unit.get("only_segments"))
         problems = "; ".join(result.problems) or None
         actions = "; ".join(result.actions) or None
         rows = []
@@ -125,6 +163,25 @@ def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict
         return rows
 
     return task
+
+
+def mark_after_corrupt(rows: pa.Table) -> pa.Table:
+    """Across the slices of a split partition: segments after one with a corrupt tail are what
+    recovery drops (`verify_partition` marks them itself within one slice)."""
+    records = rows.to_pylist()
+    corrupt_at: dict[tuple[str, int], int] = {}
+    for r in records:
+        if r["log_status"] == "corrupt-tail":
+            tp = (r["topic"], r["partition"])
+            corrupt_at[tp] = min(corrupt_at.get(tp, r["base_offset"]), r["base_offset"])
+    changed = False
+    for r in records:
+        first = corrupt_at.get((r["topic"], r["partition"]))
+        if first is not None and r["base_offset"] > first and not r["after_corrupt_segment"]:
+            r["after_corrupt_segment"], r["ok"], changed = True, False, True
+            reason = "follows a segment with a corrupt tail: recovery drops it"
+            r["problem"] = f"{r['problem']}; {reason}" if r["problem"] else reason
+    return pa.Table.from_pylist(records, schema=rows.schema) if changed else rows
 
 
 def run(

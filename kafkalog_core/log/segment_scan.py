@@ -150,6 +150,26 @@ def control_type_of(batch: memoryview | bytes, header: BatchHeader) -> int | Non
     return None if record is None else record.type
 
 
+def replay_transactions(log_path: str | os.PathLike[str], tracker: TxnTracker) -> None:
+    """Feed one segment's producer batches to `tracker` from their headers only (no CRC, no
+    record decoding but the control records): the open transactions a later segment inherits.
+    Stops quietly at a corrupt or partial tail, as recovery would."""
+    from kafkalog_core.log.mapped import mapped_file
+    from kafkalog_core.record.batch import iter_batch_headers
+
+    with mapped_file(Path(log_path)) as view:
+        try:
+            for header in iter_batch_headers(view):
+                if header.producer_id >= 0 or header.is_transactional:
+                    control = None
+                    if header.is_control:
+                        batch = view[header.position : header.position + header.size]
+                        control = control_type_of(batch, header)
+                    tracker.on_batch(header, control)
+        except CorruptRecordError:
+            return
+
+
 def latest_epoch(cache: Any) -> int | None:
     """A leader-epoch cache's latest epoch (property or method), None when it has none."""
     if cache is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -36,6 +36,7 @@ from kafkalog_core.log.segment_scan import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     SegmentScan,
     TxnTracker,
+    replay_transactions,
     scan_segment,
 )
 from kafkalog_core.log.time_index import TimeIndex
@@ -346,18 +347,37 @@ def verify_segment(
 def verify_partition(
     partition_dir: str | os.PathLike[str],
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    *,
+    only_segments: Collection[int] | None = None,
 ) -> PartitionVerification:
     """`verify_segment` for every segment in offset order, with the producer state carried from
     one segment to the next, plus what a broker's load would change in the partition files:
     segments after a corrupt one, snapshots above the log end offset, leader-epoch entries at or
-    after it, orphan index files. Strictly read-only."""
+    after it, orphan index files. Strictly read-only.
+
+    `only_segments` (base offsets of consecutive segments) verifies a slice of a big partition,
+    so several tasks can share it: the open transactions of the segments before the slice are
+    replayed from their headers; the partition-file checks run only in the slice holding the
+    last segment (and see only what that slice knows)."""
     pdir = Path(partition_dir)
     tracker = TxnTracker.empty()
     segments: list[SegmentVerification] = []
     log_end: int | None = None
     next_offset = 0
     corrupt_seen = False
-    for log in segment_log_files(pdir):
+    logs = segment_log_files(pdir)
+    slice_only = False  # a slice without the last segment: no partition-file checks
+    if only_segments is not None:
+        wanted = set(only_segments)
+        bases = [offset_from_file_name(log.name) for log in logs]
+        first = next((k for k, base in enumerate(bases) if base in wanted), len(logs))
+        for log in logs[:first]:
+            replay_transactions(log, tracker)
+        slice_only = not bases or bases[-1] not in wanted
+        logs = [log for log, base in zip(logs, bases, strict=True) if base in wanted]
+        if logs:
+            next_offset = offset_from_file_name(logs[0].name)
+    for log in logs:
         base = offset_from_file_name(log.name)
         v = verify_segment(
             log, index_interval_bytes, producer_state=tracker, min_offset=max(base, next_offset)
@@ -372,7 +392,7 @@ def verify_partition(
         segments.append(v)
     leo = 0 if log_end is None else log_end
     result = PartitionVerification(pdir, segments, leo)
-    if not segments:
+    if not segments or slice_only:
         return result
     result.stale_snapshots = [p for off, p in list_snapshots(pdir) if off > leo]
     if result.stale_snapshots:

@@ -300,3 +300,31 @@ def test_preallocated_zero_tail_is_cut_without_quarantine(pdir: Path) -> None:
     done = rebuild_segment(last, INTERVAL)
     assert "zero bytes" in done.action and done.bytes_quarantined == 0
     assert last.read_bytes() == data and not list(pdir.glob("*.quarantine"))
+
+
+def test_a_slice_of_segments_verifies_like_the_whole_partition(tmp_path: Path) -> None:
+    """A transaction opened in segment 0 and aborted in segment 10: the slice holding only
+    segment 10 replays segment 0's headers and expects the same .txnindex entry."""
+    from kafkalog_core.record.control import ControlRecordType
+    from tests.log.test_cleaner_audit import batch, marker, write_partition
+
+    d = tmp_path / "t-0"
+    txn = {"producer_id": 7, "producer_epoch": 0, "is_transactional": True}
+    write_partition(
+        d,
+        [
+            (0, [batch(0, (b"a", b"1", 1)), batch(1, (b"b", b"2", 2), **txn)]),
+            (10, [batch(10, (b"c", b"3", 3)), marker(11, 7, ControlRecordType.ABORT, 4)]),
+            (20, [batch(20, (b"d", b"4", 5))]),
+        ],
+    )
+    whole = verify_partition(d)
+    aborted = [s.scan.aborted_txns for s in whole.segments]
+    assert [len(a) for a in aborted] == [0, 1, 0] and aborted[1][0].first_offset == 1
+    middle = verify_partition(d, only_segments=[10])
+    assert [s.base_offset for s in middle.segments] == [10]
+    assert middle.segments[0].scan.aborted_txns == aborted[1]
+    assert middle.segments[0].to_dict() == whole.segments[1].to_dict()
+    tail = verify_partition(d, only_segments=[20])
+    assert tail.segments[0].to_dict() == whole.segments[2].to_dict()
+    assert tail.problems == whole.problems  # the slice with the last segment checks the files

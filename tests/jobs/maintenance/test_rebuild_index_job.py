@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import jobs.rebuild_index as index_job
@@ -189,3 +190,18 @@ def test_cli_exit_codes(damaged: Path, capsys) -> None:
         == 0
     )
     assert index_job.main(["--log-dir", str(damaged), "--topic-config", conf]) == 0
+
+
+def test_big_partitions_are_split_by_segment_with_the_same_answers(spark, damaged: Path) -> None:
+    conf = str(damaged.parent / "topics.yaml")
+    units = [{"dir": "orders-0", "topic": "orders", "partition": 0}]
+    sizes = pa.table(
+        {"dir": ["orders-0"] * 4, "base_offset": [0, 10, 20, 30], "bytes": [100, 100, 100, 100]}
+    )
+    planned = index_job.plan_units(units, sizes, slots=2, split=True)
+    assert [u["only_segments"] for u in planned] == [[0, 10], [20, 30]]
+    assert index_job.plan_units(units, sizes, slots=2, split=False)[0]["bytes"] == 400
+    whole = _quiet(spark, damaged, topic_config=conf, tasks=1).rows
+    split = _quiet(spark, damaged, topic_config=conf, tasks=6).rows
+    assert split.to_pylist() == whole.to_pylist()
+    assert any(r["after_corrupt_segment"] for r in split.to_pylist())
