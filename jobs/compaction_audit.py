@@ -39,6 +39,7 @@ from jobs.maintenance.common import (
     PartitionRef,
     maintenance_arg_parser,
     maintenance_lock,
+    plan_slices,
     prepare_run,
     run_cli,
     run_units,
@@ -173,7 +174,9 @@ def facts_batches(options: AuditOptions):
             for text in batch.column(0).to_pylist():
                 for unit in json.loads(text):
                     state = _state(options, unit)
-                    for table in iter_record_facts(Path(options.log_dir) / unit["dir"], state):
+                    pdir = Path(options.log_dir) / unit["dir"]
+                    only = unit.get("only_segments")
+                    for table in iter_record_facts(pdir, state, only_segments=only):
                         n = table.num_rows
                         topic = pa.array([unit["topic"]] * n, pa.string())
                         partition = pa.array(np.full(n, unit["partition"], np.int32))
@@ -327,8 +330,14 @@ def run(
                 spark, units, state_task(options), STATE_SCHEMA, tasks=tasks
             ).to_pylist()
         }
-        for unit in units:
-            unit["bytes"] = states[(unit["topic"], unit["partition"])].total_bytes
+        slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+        units = plan_slices(
+            units,
+            lambda u: [
+                (g.base_offset, g.size) for g in states[(u["topic"], u["partition"])].segments
+            ],
+            slots,
+        )
         merged: dict[tuple[str, int], dict[str, Any]] = {}
         stats: dict = {}
         histogram: dict = {}

@@ -107,36 +107,6 @@ def size_task(log_dir: str) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
     return task
 
 
-def plan_units(
-    units: list[dict[str, Any]], sizes: pa.Table, slots: int, split: bool
-) -> list[dict[str, Any]]:
-    """Weight each partition's unit by its bytes; with `split`, a partition bigger than a fair
-    share (total / slots) becomes several units of consecutive segments (`only_segments`)."""
-    segments: dict[str, list[tuple[int, int]]] = {}
-    for row in sizes.to_pylist():
-        segments.setdefault(row["dir"], []).append((row["base_offset"], row["bytes"]))
-    total = sum(b for parts in segments.values() for _, b in parts)
-    share = max(1, total // max(1, slots))
-    planned = []
-    for unit in units:
-        parts = sorted(segments.get(unit["dir"], []))
-        size = sum(b for _, b in parts)
-        if not split or size <= share or len(parts) < 2:
-            planned.append({**unit, "bytes": size})
-            continue
-        group: list[int] = []
-        group_bytes = 0
-        for base, nbytes in parts:
-            group.append(base)
-            group_bytes += nbytes
-            if group_bytes >= share:
-                planned.append({**unit, "bytes": group_bytes, "only_segments": group})
-                group, group_bytes = [], 0
-        if group:
-            planned.append({**unit, "bytes": group_bytes, "only_segments": group})
-    return planned
-
-
 def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
     """Verify (or rebuild) one partition; one report row per segment."""
 

@@ -96,6 +96,40 @@ def deal_units(units: Sequence[Unit], slots: int, weight_key: str = "bytes") -> 
     return [g for g in groups if g]
 
 
+def plan_slices(
+    units: Sequence[Unit],
+    segments_of: Callable[[Unit], list[tuple[int, int]]],
+    slots: int,
+    *,
+    split: bool = True,
+) -> list[dict[str, Any]]:
+    """Weight each partition's unit by its bytes (`segments_of(unit)`: (base offset, bytes) in
+    offset order); with `split`, a partition bigger than a fair share (total / slots) becomes
+    several units of consecutive segments (`only_segments`), so one hot partition does not
+    hold up the whole job."""
+    parts = {id(u): segments_of(u) for u in units}
+    total = sum(b for segs in parts.values() for _, b in segs)
+    share = max(1, total // max(1, slots))
+    planned: list[dict[str, Any]] = []
+    for unit in units:
+        segments = parts[id(unit)]
+        size = sum(b for _, b in segments)
+        if not split or size <= share or len(segments) < 2:
+            planned.append({**unit, "bytes": size})
+            continue
+        group: list[int] = []
+        group_bytes = 0
+        for base, nbytes in segments:
+            group.append(base)
+            group_bytes += nbytes
+            if group_bytes >= share:
+                planned.append({**unit, "bytes": group_bytes, "only_segments": group})
+                group, group_bytes = [], 0
+        if group:
+            planned.append({**unit, "bytes": group_bytes, "only_segments": group})
+    return planned
+
+
 def _as_table(result: pa.Table | Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     if isinstance(result, pa.Table):
         return result.select(schema.names).cast(schema)

@@ -15,7 +15,7 @@ for small partitions and tests.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -213,13 +213,18 @@ def iter_record_facts(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     verify: bool = False,
+    only_segments: Collection[int] | None = None,
 ) -> Iterator[pa.Table]:
     """FACTS_SCHEMA tables, one per chunk of about `chunk_bytes` of batches, in offset order.
 
     Records below the log start offset (a segment's head before retention advanced it) are
     left out, as a consumer and the cleaner never see them. `verify` CRC-checks every batch.
+    `only_segments` (base offsets) reads a slice of a big partition; the state, and so every
+    per-record flag, is the whole partition's.
     """
     for segment in state.segments:
+        if only_segments is not None and segment.base_offset not in only_segments:
+            continue
         path = segment_path(partition_dir, segment.base_offset)
         with mapped_file(path) as view:
             try:

@@ -125,3 +125,23 @@ def test_delete_topics_are_skipped_unless_all_topics(spark, tmp_path: Path) -> N
     result = audit_job.run(spark, str(root), now=NOW, all_topics=True, out=lambda _l: None)
     (row,) = result.rows.to_pylist()
     assert row["verdict"].startswith("not compacted")
+
+
+def test_a_partition_split_by_segment_gives_the_same_report(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    transactions_partition(root / "t-0")  # two segments: 0 and 20
+    transactions_partition(root / "t-1")
+    (tmp_path / "t.yaml").write_text("topics:\n  t: {cleanup.policy: compact}\n")
+    runs = [
+        audit_job.run(
+            spark,
+            str(root),
+            topic_config=str(tmp_path / "t.yaml"),
+            now=NOW,
+            tasks=tasks,
+            out=lambda _l: None,
+        ).rows.to_pylist()
+        for tasks in (1, 8)  # 8 slots: each partition is more than a fair share, so it splits
+    ]
+    assert runs[0] == runs[1]
+    assert runs[0][0]["removable_records_now"] > 0

@@ -8,10 +8,10 @@ import os
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 import jobs.rebuild_index as index_job
+from jobs.maintenance.common import plan_slices
 from jobs.maintenance.report import read_report
 from tests.log.test_broker_fixtures import copy_writable
 from tests.log.test_recovery import write_log
@@ -194,13 +194,12 @@ def test_cli_exit_codes(damaged: Path, capsys) -> None:
 
 def test_big_partitions_are_split_by_segment_with_the_same_answers(spark, damaged: Path) -> None:
     conf = str(damaged.parent / "topics.yaml")
-    units = [{"dir": "orders-0", "topic": "orders", "partition": 0}]
-    sizes = pa.table(
-        {"dir": ["orders-0"] * 4, "base_offset": [0, 10, 20, 30], "bytes": [100, 100, 100, 100]}
-    )
-    planned = index_job.plan_units(units, sizes, slots=2, split=True)
-    assert [u["only_segments"] for u in planned] == [[0, 10], [20, 30]]
-    assert index_job.plan_units(units, sizes, slots=2, split=False)[0]["bytes"] == 400
+    units = [{"dir": "orders-0"}, {"dir": "small-0"}]
+    sizes = {"orders-0": [(0, 100), (10, 100), (20, 100), (30, 100)], "small-0": [(0, 50)]}
+    planned = plan_slices(units, lambda u: sizes[u["dir"]], slots=2)
+    assert [u.get("only_segments") for u in planned] == [[0, 10, 20], [30], None]
+    assert [u["bytes"] for u in planned] == [300, 100, 50]
+    assert plan_slices(units, lambda u: sizes[u["dir"]], slots=2, split=False)[0]["bytes"] == 400
     whole = _quiet(spark, damaged, topic_config=conf, tasks=1).rows
     split = _quiet(spark, damaged, topic_config=conf, tasks=6).rows
     assert split.to_pylist() == whole.to_pylist()
