@@ -25,3 +25,15 @@ def meta_root(output_root: str | os.PathLike[str]) -> Path:
     if root.name in ("", ".", ".."):
         raise IngestError(f"output root {output_root} has no usable directory name")
     return root.parent / f".{root.name}{META_SUFFIX}"
+
+
+class ManifestError(IngestError):
+    """A task manifest is malformed or its staged files do not match it."""
+
+
+class PlanError(IngestError):
+    """The manifests of a run do not form contiguous ranges from each partition's log end."""
+
+
+class PublishError(IngestError):
+    """Publishing (or recovering a publish) found the file system in an unexpected state."""

@@ -21,7 +21,6 @@ from jobs.ingestion.commit import (
     copy_segment_for_continuation,
     finalize_task_staging,
     journal_path,
-    meta_root,
     plan_publish,
     publish,
     read_manifest,
@@ -35,6 +34,7 @@ from jobs.ingestion.commit import (
     write_manifest,
 )
 from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.meta import meta_root
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
     MetaProperties,

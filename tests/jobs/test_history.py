@@ -9,14 +9,13 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.ingestion.commit import (
-    IngestError,
     RunInfo,
-    meta_root,
     plan_publish,
     publish,
     scan_existing_state,
 )
 from jobs.ingestion.history import SCHEMA, IngestHistory, format_summary
+from jobs.ingestion.meta import IngestError, meta_root
 from tests.jobs.commit_helpers import stage_range
 
 

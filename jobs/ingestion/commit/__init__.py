@@ -1,0 +1,118 @@
+"""Commit protocol of an ingest run: task staging, manifests, planning and an atomic publish.
+
+Who calls what (the driver holds a `RunLock` for all of it):
+
+1. driver: `recover_interrupted_publish(root)`, `cleanup_stale_staging(root, run_id)`,
+   `scan_existing_state(root)`.
+2. task attempt: `task_staging_dir(...)` -> write segment files there (for a continued last
+   segment first `copy_segment_for_continuation(...)`) -> `finalize_task_staging(...)` returns a
+   `TaskManifest`; ship `manifest.to_json()` back to the driver.
+3. driver: `plan_publish(manifests, state, ...)` -> `publish(plan)`.
+
+Where the staging lives. A Kafka broker treats *every* subdirectory of a log dir as a partition
+dir and fails on a name it cannot parse as `<topic>-<partition>` (§2, §6); the only name it skips,
+`remote-log-index-cache`, belongs to tiered storage, which manages and deletes its contents. So
+nothing of ours may live inside the output root. The meta area is a hidden *sibling*
+`<parent>/.<rootname>.kafkalog/` (staging, publish journal, run lock, ingest history): the root
+stays a pure Kafka log dir, and the sibling is on the same file system (checked), so publishing
+is a rename, never a copy.
+
+Publish and crash safety. Inside an existing partition dir we use Kafka's own swap protocol
+(§8.8): staged files are moved in as `*.cleaned`, renamed to `*.swap` in descending offset order,
+then renamed to their final names (`.log` first per segment). After a crash a broker's loader
+(§6 passes 1-3) rolls back while any `.cleaned` remains and completes the swap otherwise, so it
+only ever sees the old or the new complete segments; a continued (copy-on-write) last segment is
+replaced by a same-named swap. A new partition is assembled complete in the meta area and renamed
+into the root as one directory. Partition metadata, then root checkpoints, then the ingest
+history record come last. A journal (the serialized plan) is written before the first rename;
+`recover_interrupted_publish` replays it: every step is idempotent, so it completes the publish,
+or rolls it back if another process already undid it.
+"""
+
+from __future__ import annotations
+
+from jobs.ingestion.commit.plan import (
+    PartitionPlan,
+    PublishPlan,
+    RunInfo,
+    plan_publish,
+)
+from jobs.ingestion.commit.publish import (
+    Hook,
+    PublishResult,
+    cleanup_stale_staging,
+    default_run_id,
+    publish,
+    recover_interrupted_publish,
+)
+from jobs.ingestion.commit.staging import (
+    ASSEMBLY_DIR,
+    CHECKPOINT_FILES,
+    JOURNAL_NAME,
+    MANIFEST_SUFFIX,
+    SEGMENT_FILE,
+    SEGMENT_FILE_ORDER,
+    StagedFile,
+    TaskManifest,
+    copy_segment_for_continuation,
+    crc32c_file,
+    finalize_task_staging,
+    fsync_file,
+    journal_path,
+    manifest_path,
+    read_manifest,
+    segment_file_name,
+    staging_root,
+    task_staging_dir,
+    verify_manifest,
+    write_manifest,
+)
+from jobs.ingestion.commit.state import (
+    PartitionState,
+    StateMap,
+    read_partition_state,
+    read_topic_id,
+    scan_existing_state,
+)
+from jobs.ingestion.meta import ManifestError, PlanError, PublishError
+
+__all__ = [
+    "ASSEMBLY_DIR",
+    "CHECKPOINT_FILES",
+    "Hook",
+    "JOURNAL_NAME",
+    "MANIFEST_SUFFIX",
+    "ManifestError",
+    "PartitionPlan",
+    "PartitionState",
+    "PlanError",
+    "PublishError",
+    "PublishPlan",
+    "PublishResult",
+    "RunInfo",
+    "SEGMENT_FILE",
+    "SEGMENT_FILE_ORDER",
+    "StagedFile",
+    "StateMap",
+    "TaskManifest",
+    "cleanup_stale_staging",
+    "copy_segment_for_continuation",
+    "crc32c_file",
+    "default_run_id",
+    "finalize_task_staging",
+    "fsync_file",
+    "journal_path",
+    "manifest_path",
+    "plan_publish",
+    "publish",
+    "read_manifest",
+    "read_partition_state",
+    "read_topic_id",
+    "recover_interrupted_publish",
+    "scan_existing_state",
+    "segment_file_name",
+    "staging_root",
+    "task_staging_dir",
+    "verify_manifest",
+    "write_manifest",
+]

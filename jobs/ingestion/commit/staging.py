@@ -1,0 +1,359 @@
+"""Task side of the commit protocol: staging dirs, durable files, manifests."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+
+from jobs.ingestion.meta import IngestError, ManifestError, meta_root
+from kafkalog_core.log.checkpoints import (
+    atomic_write,
+    fsync_dir,
+)
+from kafkalog_core.log.names import partition_dir_name
+
+# --- names -------------------------------------------------------------------------------------
+JOURNAL_NAME = "publish-journal.json"
+MANIFEST_SUFFIX = ".manifest.json"
+ASSEMBLY_DIR = "_publish"  # per run: new partition dirs assembled before the directory rename
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+# Order in which the files of one segment become final: the .log first, so that a crash never
+# leaves a final index beside a pending .log.swap (Kafka's pass 2 would delete that index).
+SEGMENT_FILE_ORDER = {"log": 0, "index": 1, "timeindex": 2, "txnindex": 3, "snapshot": 4}
+_SAFE_COMPONENT = re.compile(r"^[A-Za-z0-9._=+-]{1,200}$")
+CHECKPOINT_FILES = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint")
+
+
+def staging_root(output_root: str | os.PathLike[str], run_id: str) -> Path:
+    """All staging of one run; removed after its publish (or by the next run's cleanup)."""
+    return meta_root(output_root) / "staging" / _component(run_id, "run id")
+
+
+def task_staging_dir(
+    output_root: str | os.PathLike[str], run_id: str, task_key: str, attempt_id: str | int
+) -> Path:
+    """A fresh directory unique to one task attempt (created; emptied if a stale copy exists).
+
+    Retried and speculative attempts write side by side; the driver picks one winner per range.
+    """
+    root = Path(output_root)
+    path = staging_root(root, run_id) / _component(task_key, "task key") / f"attempt-{attempt_id}"
+    _component(str(attempt_id), "attempt id")
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    _check_same_filesystem(root, path)
+    return path
+
+
+def journal_path(output_root: str | os.PathLike[str]) -> Path:
+    return meta_root(output_root) / JOURNAL_NAME
+
+
+def segment_file_name(base_offset: int, ext: str) -> str:
+    return f"{base_offset:020d}.{ext}"
+
+
+def _component(value: str, what: str) -> str:
+    if not _SAFE_COMPONENT.match(value) or value in (".", ".."):
+        raise IngestError(f"{what} {value!r} is not usable as a directory name")
+    return value
+
+
+def _check_same_filesystem(root: Path, other: Path) -> None:
+    """Renames from the meta area into the root must not cross a mount point."""
+    probe = root if root.exists() else root.parent
+    if probe.exists() and other.exists() and os.stat(probe).st_dev != os.stat(other).st_dev:
+        raise IngestError(
+            f"staging {other} is on another file system than output root {root}; "
+            "publishing needs an atomic rename (the output root must not be a mount point)"
+        )
+
+
+# --- durability helpers ------------------------------------------------------------------------
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_CHUNK = 1 << 20
+
+
+def _crc32c_stream(f) -> str:
+    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file, as 8 hex digits."""
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    crc = 0
+    while n := f.readinto(buf):
+        crc = crc32c(view[:n], crc)
+    return f"{crc:08x}"
+
+
+def crc32c_file(path: Path) -> str:
+    """CRC-32C of a file's bytes, streamed in 1 MiB chunks (8 hex digits)."""
+    with open(path, "rb") as f:
+        return _crc32c_stream(f)
+
+
+def _sync_and_checksum(path: Path) -> str:
+    """fsync a staged file and checksum it through one open (the bytes are in the page cache)."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        return _crc32c_stream(f)
+
+
+# --- manifests ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StagedFile:
+    """One staged file: its final name in the partition dir, size and CRC-32C (8 hex digits).
+
+    The checksum tells a staged file that was damaged or swapped, and, during recovery, our file
+    at its final name from the one it replaces; it is not a defence against tampering.
+    """
+
+    name: str
+    size: int
+    crc32c: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "crc32c": self.crc32c}
+
+    def matches(self, path: Path) -> bool:
+        """Whether the file at `path` has this checksum (size is the caller's first check)."""
+        return crc32c_file(path) == self.crc32c
+
+    @property
+    def base_offset(self) -> int:
+        return int(self.name.split(".", 1)[0])
+
+    @property
+    def ext(self) -> str:
+        return self.name.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class TaskManifest:
+    """What one task attempt staged for one offset range of one partition.
+
+    `next_offset` is exclusive. `replaces` is the base offset of the existing last segment this
+    attempt continued copy-on-write (its staged files carry the same names), else None.
+    """
+
+    run_id: str
+    task_key: str
+    attempt_id: str
+    topic: str
+    partition: int
+    range_index: int
+    first_offset: int
+    next_offset: int
+    record_count: int
+    staging_dir: str
+    files: tuple[StagedFile, ...]
+    replaces: int | None = None
+    max_timestamp: int = -1
+    leader_epoch: int = -1
+    size_bytes: int = 0
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.topic, self.partition, self.range_index)
+
+    @property
+    def segment_bases(self) -> list[int]:
+        return sorted({f.base_offset for f in self.files if f.ext == "log"})
+
+    def describe(self) -> str:
+        return (
+            f"{self.topic}-{self.partition} range {self.range_index} "
+            f"[{self.first_offset}, {self.next_offset}) attempt {self.attempt_id}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["files"] = [f.to_dict() for f in self.files]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskManifest:
+        try:
+            values = dict(data)
+            values["files"] = tuple(StagedFile(**f) for f in values["files"])
+            values["attempt_id"] = str(values["attempt_id"])
+            manifest = cls(**values)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ManifestError(f"malformed task manifest: {e}") from None
+        _validate_manifest(manifest)
+        return manifest
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TaskManifest:
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise ManifestError(f"task manifest is not JSON: {e}") from None
+        return cls.from_dict(data)
+
+
+def _validate_manifest(m: TaskManifest) -> None:
+    where = m.describe()
+    if m.partition < 0 or m.range_index < 0 or m.first_offset < 0:
+        raise ManifestError(f"{where}: negative partition, range index or offset")
+    if m.next_offset < m.first_offset:
+        raise ManifestError(f"{where}: next offset below first offset")
+    if m.record_count < 0 or m.record_count > m.next_offset - m.first_offset:
+        raise ManifestError(f"{where}: record count {m.record_count} does not fit the range")
+    names = [f.name for f in m.files]
+    if len(set(names)) != len(names):
+        raise ManifestError(f"{where}: a staged file is listed twice")
+    for f in m.files:
+        if not SEGMENT_FILE.match(f.name):
+            raise ManifestError(f"{where}: {f.name!r} is not a segment file name")
+        if not re.fullmatch(r"[0-9a-f]{8}", f.crc32c):
+            raise ManifestError(f"{where}: {f.name} has no valid CRC-32C ({f.crc32c!r})")
+    if m.next_offset > m.first_offset and not m.segment_bases:
+        raise ManifestError(f"{where}: non-empty range without a .log file")
+    bases = m.segment_bases
+    if m.replaces is not None and (not bases or bases[0] != m.replaces):
+        raise ManifestError(
+            f"{where}: continues segment {m.replaces} but stages no .log with that base offset"
+        )
+    if bases and m.replaces is None and bases[0] != m.first_offset:
+        raise ManifestError(f"{where}: first segment base {bases[0]} is not the first offset")
+    if bases and bases[-1] >= max(m.next_offset, m.first_offset + 1):
+        raise ManifestError(f"{where}: segment {bases[-1]} starts at or after the range end")
+
+
+def manifest_path(staging_dir: str | os.PathLike[str]) -> Path:
+    path = Path(staging_dir)
+    return path.with_name(path.name + MANIFEST_SUFFIX)
+
+
+def write_manifest(manifest: TaskManifest) -> Path:
+    """Persist the manifest beside its staging dir (tasks may also just return it)."""
+    path = manifest_path(manifest.staging_dir)
+    atomic_write(path, manifest.to_json().encode())
+    return path
+
+
+def read_manifest(path: str | os.PathLike[str]) -> TaskManifest:
+    try:
+        text = Path(path).read_bytes()
+    except OSError as e:
+        raise ManifestError(f"cannot read task manifest {path}: {e.strerror}") from None
+    return TaskManifest.from_json(text)
+
+
+def verify_manifest(manifest: TaskManifest, *, checksums: bool = True) -> None:
+    """Check that every staged file exists with the recorded size (and CRC-32C)."""
+    base = Path(manifest.staging_dir)
+    for f in manifest.files:
+        path = base / f.name
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise ManifestError(f"{manifest.describe()}: staged file {path} is missing") from None
+        if size != f.size:
+            raise ManifestError(
+                f"{manifest.describe()}: staged file {path} has {size} bytes, manifest says {f.size}"
+            )
+        if checksums and not f.matches(path):
+            raise ManifestError(f"{manifest.describe()}: staged file {path} fails its CRC-32C")
+
+
+def finalize_task_staging(
+    staging_dir: str | os.PathLike[str],
+    *,
+    run_id: str,
+    task_key: str,
+    attempt_id: str | int,
+    topic: str,
+    partition: int,
+    range_index: int,
+    first_offset: int,
+    next_offset: int,
+    record_count: int,
+    replaces: int | None = None,
+    max_timestamp: int = -1,
+    leader_epoch: int = -1,
+    include_snapshots: bool = False,
+    write: bool = True,
+) -> TaskManifest:
+    """Task side, after writing the segment files: fsync them and describe them in a manifest.
+
+    This is where staged bytes become durable: each file is fsynced and checksummed (CRC-32C)
+    exactly once, here, through one open; the publish only renames (and fsyncs directories).
+
+    Only segment files (`<20 digits>.log/.index/.timeindex/.txnindex`) are published; anything
+    else a writer left there (partition.metadata, checkpoints) is ignored. Producer snapshots
+    are left out by default: a range's writer only saw part of the log, and Kafka rebuilds
+    producer state itself when no snapshot exists (§6 step 12).
+    """
+    base = Path(staging_dir)
+    files = []
+    for path in sorted(base.iterdir()):
+        if not path.is_file() or not SEGMENT_FILE.match(path.name):
+            continue
+        if path.suffix == ".snapshot" and not include_snapshots:
+            continue
+        checksum = _sync_and_checksum(path)
+        files.append(StagedFile(path.name, path.stat().st_size, checksum))
+    fsync_dir(base)
+    manifest = TaskManifest(
+        run_id=run_id,
+        task_key=task_key,
+        attempt_id=str(attempt_id),
+        topic=topic,
+        partition=partition,
+        range_index=range_index,
+        first_offset=first_offset,
+        next_offset=next_offset,
+        record_count=record_count,
+        staging_dir=str(base.absolute()),
+        files=tuple(files),
+        replaces=replaces,
+        max_timestamp=max_timestamp,
+        leader_epoch=leader_epoch,
+        size_bytes=sum(f.size for f in files),
+    )
+    _validate_manifest(manifest)
+    if write:
+        write_manifest(manifest)
+    return manifest
+
+
+def copy_segment_for_continuation(
+    output_root: str | os.PathLike[str],
+    topic: str,
+    partition: int,
+    base_offset: int,
+    dest_dir: str | os.PathLike[str],
+) -> list[Path]:
+    """Copy (never link: the live file must not change) the last segment into a task's staging."""
+    source = Path(output_root) / partition_dir_name(topic, partition)
+    dest = Path(dest_dir)
+    copied = []
+    for ext in SEGMENT_FILE_ORDER:
+        path = source / segment_file_name(base_offset, ext)
+        if path.exists():
+            shutil.copyfile(path, dest / path.name)
+            copied.append(dest / path.name)
+    if not copied or copied[0].suffix != ".log":
+        raise IngestError(
+            f"{source}: no segment {segment_file_name(base_offset, 'log')} to continue"
+        )
+    return copied
