@@ -383,8 +383,7 @@ def run(
         write_audit_html(table, html, title=f"Compaction audit of {root}", summary=summary)
         summary += f"\n  charts: {html}"
     out(summary)
-    frame = spark.createDataFrame(table) if table.num_rows else None
-    return MaintenanceResult(JOB, run_id, frame, summary, 0, [], table)
+    return MaintenanceResult(JOB, run_id, table, summary, 0, [], spark)
 
 
 def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:

@@ -196,8 +196,7 @@ def run(
         write_report(spark, rows, report, run_id=setup.run_id, job=JOB)
     summary, problems = summarize(rows, setup.root, mode, setup.run_id)
     out(summary)
-    frame = spark.createDataFrame(rows) if rows.num_rows else None
-    return MaintenanceResult(JOB, setup.run_id, frame, summary, problems, [], rows)
+    return MaintenanceResult(JOB, setup.run_id, rows, summary, problems, [], spark)
 
 
 def summarize(rows: pa.Table, root: Path, mode: str, run_id: str) -> tuple[str, int]:

@@ -201,8 +201,7 @@ def run(
     out(summary)
     for warning in warnings:
         out(f"kafkalog: warning: {warning}")
-    frame = spark.createDataFrame(rows) if rows.num_rows else None
-    return MaintenanceResult(JOB, run_id, frame, summary, 0, warnings, rows)
+    return MaintenanceResult(JOB, run_id, rows, summary, 0, warnings, spark)
 
 
 def _unit(ref: PartitionRef, resolved, start_offsets, high_watermarks) -> dict[str, Any]:

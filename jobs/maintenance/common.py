@@ -145,10 +145,14 @@ def units_frame(
 ) -> DataFrame:
     """A one-column DataFrame (`units`: a JSON list of units per row), one row per Spark
     partition, the units dealt by weight: the input of a `mapInArrow` over work units."""
+    from pyspark.sql import functions as F
+
     slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
     groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
-    rdd = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
-    return spark.createDataFrame(rdd, "units string")
+    # spark.range + a literal array: one row per partition with no Python pass over an RDD
+    texts = F.array(*[F.lit(g) for g in groups])
+    ids = spark.range(0, len(groups), 1, len(groups))
+    return ids.select(F.element_at(texts, (F.col("id") + 1).cast("int")).alias("units"))
 
 
 def run_units(
@@ -261,15 +265,32 @@ def prepare_run(
 # ---- results and the command line -------------------------------------------------------------
 @dataclass
 class MaintenanceResult:
-    """What a maintenance run returns to a notebook: the report rows and the printed summary."""
+    """What a maintenance run returns to a notebook: the report rows and the printed summary.
+
+    `report` is the rows as a Spark DataFrame, made on first use (a command-line run that only
+    prints its summary never pays for it).
+    """
 
     job: str
     run_id: str
-    report: DataFrame | None
+    rows: pa.Table
     summary: str
     problems: int = 0  # > 0 makes the command exit 1 (verify found damage, an apply failed)
     warnings: list[str] = field(default_factory=list)
-    rows: pa.Table | None = None
+    spark: SparkSession | None = field(default=None, repr=False)
+    _report: DataFrame | None = field(default=None, init=False, repr=False)
+
+    @property
+    def report(self) -> DataFrame | None:
+        if self._report is None and self.spark is not None:
+            self._report = self.spark.createDataFrame(self.rows, schema=_spark_schema(self.rows))
+        return self._report
+
+
+def _spark_schema(rows: pa.Table):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(rows.schema)
 
 
 def maintenance_arg_parser(job: str, description: str) -> argparse.ArgumentParser:
