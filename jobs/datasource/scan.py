@@ -21,7 +21,6 @@ from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
-from kafkalog_core.record.schema import HEADERS_TYPE
 
 __all__ = [
     "KAFKA_SCHEMA_DDL",
@@ -41,6 +40,10 @@ KAFKA_SCHEMA_DDL = (
 )
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 _ROWS_PER_BATCH = 1 << 16
+# Spark's Arrow form of array<struct<key string, value binary>> (list item named "element")
+_SPARK_HEADERS = pa.list_(
+    pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
+)
 
 # Called with (log path, start position, end position) for every byte range a task reads: the
 # tests' proof that a narrow read touches only the bytes it needs.
@@ -143,7 +146,7 @@ def to_kafka_batches(
     ]
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     if include_headers:
-        columns.append(table.column("headers").cast(HEADERS_TYPE))
+        columns.append(table.column("headers").cast(_SPARK_HEADERS))
         names.append("headers")
     out = pa.Table.from_arrays(columns, names=names)
     yield from out.to_batches(max_chunksize=_ROWS_PER_BATCH)
