@@ -24,7 +24,9 @@ def test_names_are_matched_without_case() -> None:
 
 
 def test_timestamp_takes_precedence_like_spark() -> None:
-    opts = parse(subscribe="a", startingTimestamp="100", startingOffsetsByTimestamp='{"a": {"0": 5}}')
+    opts = parse(
+        subscribe="a", startingTimestamp="100", startingOffsetsByTimestamp='{"a": {"0": 5}}'
+    )
     assert (opts.starting.kind, opts.starting.timestamp) == ("timestamp", 100)
 
 

@@ -50,7 +50,11 @@ def test_read_after_write_equals_the_source_rows(spark, log_dir: Path) -> None:
         records_table(p, 0, 300).to_pylist() for p in range(2)
     ]  # the rows PartitionLog was given
     expected = spark.createDataFrame(
-        [(r["key"], r["value"], r["headers"], r["timestamp"] // 1000) for rows in source for r in rows],
+        [
+            (r["key"], r["value"], r["headers"], r["timestamp"] // 1000)
+            for rows in source
+            for r in rows
+        ],
         "key binary, value binary, headers array<struct<key: string, value: binary>>, ts long",
     )
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
@@ -119,7 +123,7 @@ def test_pushed_filters_through_spark(spark, log_dir: Path) -> None:
     try:
         df = read(spark, log_dir, subscribePattern=".*").where(
             "topic = 'orders' and partition = 1 and offset > 280 "
-            "and timestamp >= timestamp_millis(%d)" % (BASE_TS + 290_000)
+            f"and timestamp >= timestamp_millis({BASE_TS + 290_000})"
         )
         assert sorted(r.offset for r in df.collect()) == list(range(290, 300))
     finally:
@@ -172,7 +176,10 @@ def test_read_committed_hides_aborted_and_open_transactions(spark, tmp_path: Pat
 def test_reads_real_broker_log_dirs(spark, fixtures_dir: Path) -> None:
     root = fixtures_dir / "logdirs/confluent-5.1.2"
     df = read(spark, root, subscribePattern="_schemas|docker-connect-.*|__consumer_offsets")
-    counts = {(r.topic, r.partition): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
+    counts = {
+        (r.topic, r.partition): r["count"]
+        for r in df.groupBy("topic", "partition").count().collect()
+    }
     for d in sorted(root.iterdir()):
         if not d.is_dir() or not (d.name.startswith(("_schemas", "docker-connect", "__consumer"))):
             continue
@@ -197,7 +204,9 @@ def test_corrupt_batch_fails_or_warns(spark, log_dir: Path, tmp_path: Path) -> N
     with pytest.raises(Exception, match=r"other-0.*\.log.*position \d+"):
         read(spark, root, subscribe="other").collect()
 
-    options = parse_read_options({"path": str(root), "subscribe": "other", "failOnDataLoss": "false"})
+    options = parse_read_options(
+        {"path": str(root), "subscribe": "other", "failOnDataLoss": "false"}
+    )
     reader = KafkaLogReader(options)
     with pytest.warns(UserWarning, match="position"):
         rows = [b for part in reader.partitions() for b in reader.read(part)]
