@@ -22,10 +22,12 @@ from jobs.datasource.options import (
     ReadOptions,
     TopicPartition,
 )
-from jobs.datasource.scan import LogSlice, SliceFilter
+from jobs.datasource.scan import LogSlice, SliceFilter, SlicePack
 from kafkalog_core.errors import OffsetOutOfRangeError
 
-__all__ = ["plan_slices", "resolve_offsets"]
+__all__ = ["pack_slices", "plan_partitions", "plan_slices", "resolve_offsets"]
+
+OPEN_COST_BYTES = 4 << 20  # what opening one more .log costs, in bytes (Spark's openCostInBytes)
 
 LOG = logging.getLogger("kafkalog.datasource")
 
@@ -91,16 +93,14 @@ def plan_slices(
     ends: Mapping[TopicPartition, int],
     options: ReadOptions,
     pushed: PushedBounds | None = None,
+    split_bytes: int | None = None,
 ) -> list[LogSlice]:
     """Input partitions for offsets [start, end) of every partition, narrowed by `pushed`."""
     pushed = pushed or PushedBounds()
     row_filter = SliceFilter(pushed.min_timestamp_us, pushed.max_timestamp_us)
     min_ts_ms = None if pushed.min_timestamp_us is None else -(-pushed.min_timestamp_us // 1000)
     wanted = [v for v in views if pushed.allows(v.topic, v.partition)]
-    split = SPLIT_BYTES
-    if options.min_partitions:
-        total = sum(v.size_in_bytes for v in wanted)
-        split = max(1, min(split, -(-total // options.min_partitions)))
+    split = split_bytes or _target_bytes(wanted, options)
     slices: list[LogSlice] = []
     for view in wanted:
         tp = view.topic_partition
@@ -131,3 +131,46 @@ def plan_slices(
                 )
             )
     return slices
+
+
+def _target_bytes(views: list[PartitionView], options: ReadOptions) -> int:
+    if not options.min_partitions:
+        return SPLIT_BYTES
+    total = sum(v.size_in_bytes for v in views)
+    return max(1, min(SPLIT_BYTES, -(-total // options.min_partitions)))
+
+
+def pack_slices(
+    slices: list[LogSlice], target_bytes: int, open_cost: int = OPEN_COST_BYTES
+) -> list[SlicePack]:
+    """Consecutive slices into input partitions of about `target_bytes` (each slice counted
+    with an open cost), as Spark packs small files: many tiny segments, few tasks."""
+    packs: list[SlicePack] = []
+    current: list[LogSlice] = []
+    filled = 0
+    for piece in slices:
+        cost = piece.end_position - piece.start_position + open_cost
+        if current and filled + cost > target_bytes:
+            packs.append(SlicePack(tuple(current)))
+            current, filled = [], 0
+        current.append(piece)
+        filled += cost
+    if current:
+        packs.append(SlicePack(tuple(current)))
+    return packs
+
+
+def plan_partitions(
+    views: list[PartitionView],
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    options: ReadOptions,
+    pushed: PushedBounds | None = None,
+) -> list[SlicePack]:
+    """Spark's input partitions: the planned slices, small ones packed together."""
+    if pushed is not None:
+        views = [v for v in views if pushed.allows(v.topic, v.partition)]
+    target = _target_bytes(views, options)
+    slices = plan_slices(views, starts, ends, options, pushed, target)
+    open_cost = OPEN_COST_BYTES if target >= SPLIT_BYTES else 0  # minPartitions: exact splits
+    return pack_slices(slices, target, open_cost)

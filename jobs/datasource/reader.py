@@ -11,8 +11,8 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from jobs.datasource.filters import PushedBounds, push_filters
 from jobs.datasource.layout import open_partitions
 from jobs.datasource.options import ReadOptions
-from jobs.datasource.plan import plan_slices, resolve_offsets
-from jobs.datasource.scan import LogSlice, read_slice
+from jobs.datasource.plan import plan_partitions, resolve_offsets
+from jobs.datasource.scan import SlicePack, read_pack
 
 __all__ = ["KafkaLogFilteringReader", "KafkaLogReader", "SliceReading", "planning_filter_pushdown"]
 
@@ -20,13 +20,13 @@ _PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 
 
 class SliceReading:
-    """`read` of batch and streaming readers alike: one planned LogSlice -> Arrow batches."""
+    """`read` of batch and streaming readers alike: one planned SlicePack -> Arrow batches."""
 
     options: ReadOptions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LogSlice)
-        yield from read_slice(
+        assert isinstance(partition, SlicePack)
+        yield from read_pack(
             partition,
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
@@ -45,7 +45,7 @@ class KafkaLogReader(SliceReading, DataSourceReader):
         try:
             starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
             ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
-            return plan_slices(views, starts, ends, self.options, self.pushed)
+            return plan_partitions(views, starts, ends, self.options, self.pushed)
         finally:
             for view in views:
                 view.close()

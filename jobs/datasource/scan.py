@@ -25,8 +25,10 @@ from kafkalog_core.record.decoder import decode_records
 __all__ = [
     "KAFKA_SCHEMA_DDL",
     "LogSlice",
+    "SlicePack",
     "SliceFilter",
     "kafka_schema_ddl",
+    "read_pack",
     "read_slice",
     "set_read_hook",
 ]
@@ -69,8 +71,8 @@ class SliceFilter:
 
 
 @dataclass(frozen=True)
-class LogSlice(InputPartition):
-    """One Spark input partition: a byte range of one segment and the offsets wanted from it."""
+class LogSlice:
+    """A byte range of one segment and the offsets wanted from it."""
 
     topic: str
     partition: int
@@ -81,6 +83,26 @@ class LogSlice(InputPartition):
     end_offset: int
     aborted: tuple[tuple[int, int, int], ...] = ()  # read_committed: (producer id, first, last)
     row_filter: SliceFilter = SliceFilter()
+
+
+@dataclass(frozen=True)
+class SlicePack(InputPartition):
+    """One Spark input partition: consecutive slices, packed like Spark packs small files."""
+
+    slices: tuple[LogSlice, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(s.end_position - s.start_position for s in self.slices)
+
+
+def read_pack(
+    pack: SlicePack, *, include_headers: bool, fail_on_data_loss: bool
+) -> Iterator[pa.RecordBatch]:
+    for piece in pack.slices:
+        yield from read_slice(
+            piece, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss
+        )
 
 
 def read_slice(

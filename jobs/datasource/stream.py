@@ -26,7 +26,7 @@ from jobs.datasource.options import (
     offsets_from_json,
     offsets_json,
 )
-from jobs.datasource.plan import plan_slices, resolve_offsets
+from jobs.datasource.plan import plan_partitions, resolve_offsets
 from jobs.datasource.reader import SliceReading
 
 __all__ = ["KafkaLogStreamReader", "rate_limit"]
@@ -107,7 +107,7 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
                         "offsets", per_partition={tp: starts[tp]}, option="checkpoint"
                     )
                     starts[tp] = resolve_offsets([view], lost, self.options, starting=True)[tp]
-            return plan_slices(views, starts, finish, self.options)
+            return plan_partitions(views, starts, finish, self.options)
         finally:
             for view in views:
                 view.close()
