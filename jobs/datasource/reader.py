@@ -13,6 +13,7 @@ from jobs.datasource.layout import open_partitions
 from jobs.datasource.options import ReadOptions
 from jobs.datasource.plan import plan_partitions, resolve_offsets
 from jobs.datasource.scan import SlicePack, read_pack
+from kafkalog_core.errors import KafkaLogError
 
 __all__ = ["KafkaLogFilteringReader", "KafkaLogReader", "SliceReading", "planning_filter_pushdown"]
 
@@ -25,7 +26,8 @@ class SliceReading:
     options: ReadOptions
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SlicePack)
+        if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
+            return
         yield from read_pack(
             partition,
             include_headers=self.options.include_headers,
@@ -46,6 +48,10 @@ class KafkaLogReader(SliceReading, DataSourceReader):
             starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
             ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
             return plan_partitions(views, starts, ends, self.options, self.pushed)
+        except NotImplementedError as error:
+            # Spark reads NotImplementedError from partitions() as "no partitioning" and would
+            # silently read nothing: surface it instead.
+            raise KafkaLogError(f"kafkalog: planning {self.options.path}: {error!r}") from error
         finally:
             for view in views:
                 view.close()
