@@ -8,8 +8,6 @@ are byte ranges found through the offset index, so a narrow read reads only thos
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Mapping
 
 from jobs.datasource.filters import PushedBounds
@@ -22,23 +20,12 @@ from jobs.datasource.options import (
     ReadOptions,
     TopicPartition,
 )
-from jobs.datasource.scan import LogSlice, SliceFilter, SlicePack
+from jobs.datasource.scan import LogSlice, SliceFilter, SlicePack, report_data_loss
 from kafkalog_core.errors import OffsetOutOfRangeError
 
 __all__ = ["pack_slices", "plan_partitions", "plan_slices", "resolve_offsets"]
 
 OPEN_COST_BYTES = 4 << 20  # what opening one more .log costs, in bytes (Spark's openCostInBytes)
-
-LOG = logging.getLogger("kafkalog.datasource")
-
-
-def _data_loss(message: str, options: ReadOptions) -> None:
-    if options.fail_on_data_loss:
-        raise OffsetOutOfRangeError(
-            f"kafkalog: {message} (set failOnDataLoss=false to read from what is there)"
-        )
-    LOG.warning("kafkalog: %s", message)
-    warnings.warn(f"kafkalog: {message}", stacklevel=3)
 
 
 def _resolve(view: PartitionView, bound: OffsetBound, options: ReadOptions, starting: bool) -> int:
@@ -60,10 +47,11 @@ def _resolve(view: PartitionView, bound: OffsetBound, options: ReadOptions, star
             return view.latest_offset(options.read_committed)
         lo, hi = view.log_start_offset, view.latest_offset(options.read_committed)
         if not lo <= offset <= hi:
-            _data_loss(
+            report_data_loss(
                 f"{bound.option}: offset {offset} of {tp[0]}-{tp[1]} is outside the log's "
                 f"range [{lo}, {hi}]",
-                options,
+                options.fail_on_data_loss,
+                OffsetOutOfRangeError,
             )
             return min(max(offset, lo), hi)
         return offset

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.errors import CorruptRecordError, KafkaLogError
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
@@ -30,6 +30,7 @@ __all__ = [
     "kafka_schema_ddl",
     "read_pack",
     "read_slice",
+    "report_data_loss",
     "set_read_hook",
 ]
 
@@ -114,7 +115,7 @@ def read_slice(
     with mapped_file(piece.log_path) as view:
         end = min(piece.end_position, len(view))
         if end < piece.end_position:
-            _data_loss(
+            report_data_loss(
                 f"{piece.log_path}: ends at byte {len(view)}, {piece.end_position - len(view)} "
                 "bytes earlier than when the read was planned",
                 fail_on_data_loss,
@@ -174,10 +175,13 @@ def to_kafka_batches(
     yield from out.to_batches(max_chunksize=_ROWS_PER_BATCH)
 
 
-def _data_loss(message: str, fail: bool) -> None:
+def report_data_loss(
+    message: str, fail: bool, error: type[KafkaLogError] = CorruptRecordError
+) -> None:
+    """Spark's failOnDataLoss: raise `error`, or log and warn and read on."""
     if fail:
-        raise CorruptRecordError(
-            f"{message} (set failOnDataLoss=false to read what is readable and get a warning)"
+        raise error(
+            f"kafkalog: {message} (set failOnDataLoss=false to read what is there, with a warning)"
         )
     LOG.warning("kafkalog: %s; reading on (failOnDataLoss=false)", message)
     warnings.warn(f"kafkalog: {message}; reading on (failOnDataLoss=false)", stacklevel=3)
@@ -189,7 +193,7 @@ def _decode(view: memoryview, start: int, end: int, path: str, fail: bool) -> pa
         return decode_records(view, start=start, end=end, verify=True)
     except CorruptRecordError as error:
         if fail:
-            _data_loss(f"{path}: {error}", True)
+            report_data_loss(f"{path}: {error}", True)
         first_error = error
     # The error path only: decode batch by batch up to the first one that fails.
     parts: list[pa.Table] = []
@@ -200,7 +204,7 @@ def _decode(view: memoryview, start: int, end: int, path: str, fail: bool) -> pa
             )
     except CorruptRecordError as error:
         first_error = error
-    _data_loss(f"{path}: {first_error}; records after it in this range are skipped", False)
+    report_data_loss(f"{path}: {first_error}; records after it in this range are skipped", False)
     if not parts:
         return decode_records(b"")
     return pa.concat_tables(parts)

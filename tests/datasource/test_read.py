@@ -216,3 +216,44 @@ def test_corrupt_batch_fails_or_warns(spark, log_dir: Path, tmp_path: Path) -> N
         KafkaLogReader(parse_read_options({"path": str(root), "subscribe": "other"})).read(
             reader.partitions()[0]
         ).__next__()
+
+
+def _read_in_process(options: dict[str, str], filters: list | None = None) -> tuple[list, list]:
+    """(offsets read, byte ranges read) of a reader planned and run in this process."""
+    seen: list[tuple[str, int, int]] = []
+    scan.set_read_hook(lambda path, a, b: seen.append((path, a, b)))
+    try:
+        reader = KafkaLogFilteringReader(parse_read_options(options))
+        if filters is not None:
+            assert list(reader.pushFilters(filters)) == []
+        packs = reader.partitions()
+        offsets = [o for p in packs for b in reader.read(p) for o in b.column("offset").to_pylist()]
+    finally:
+        scan.set_read_hook(None)
+    return offsets, seen
+
+
+def test_min_partitions_splits_segments_at_index_entries(log_dir: Path) -> None:
+    base = {"path": str(log_dir), "assign": '{"orders": [0]}'}
+    whole, _ = _read_in_process(base)
+    split, ranges = _read_in_process({**base, "minPartitions": "40"})
+    assert sorted(split) == whole == list(range(300))  # nothing lost, nothing twice
+    per_file: dict[str, int] = {}
+    for path, _, _ in ranges:
+        per_file[path] = per_file.get(path, 0) + 1
+    assert max(per_file.values()) > 1  # a segment was cut into several byte ranges
+    reader = KafkaLogReader(parse_read_options({**base, "minPartitions": "40"}))
+    assert len(reader.partitions()) >= 20
+
+
+def test_timestamp_filter_skips_older_bytes_through_the_time_index(log_dir: Path) -> None:
+    import datetime as dt
+
+    total = sum(f.stat().st_size for f in (log_dir / "orders-0").glob("*.log"))
+    since = dt.datetime.fromtimestamp((BASE_TS + 280_000) / 1000)  # naive local, as Spark hands it
+    offsets, ranges = _read_in_process(
+        {"path": str(log_dir), "assign": '{"orders": [0]}'},
+        [GreaterThanOrEqual(("timestamp",), since)],
+    )
+    assert offsets == list(range(280, 300))
+    assert sum(b - a for _, a, b in ranges) <= 0.2 * total
