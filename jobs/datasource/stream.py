@@ -52,15 +52,22 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._target: dict[TopicPartition, tuple[int, int]] | None = None  # AvailableNow's end
 
     def _views(self) -> list[PartitionView]:
         return open_partitions(self.options.path, self.options.subscription)
 
-    def _latest(self) -> dict[TopicPartition, int]:
+    def _ranges(self) -> dict[TopicPartition, tuple[int, int]]:
+        """(log start offset, latest offset) of every subscribed partition, listed afresh."""
         views = self._views()
         try:
-            return {v.topic_partition: v.latest_offset(self.options.read_committed) for v in views}
+            return {
+                v.topic_partition: (
+                    v.log_start_offset,
+                    v.latest_offset(self.options.read_committed),
+                )
+                for v in views
+            }
         finally:
             for view in views:
                 view.close()
@@ -79,19 +86,20 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
-        self._target = self._latest()
+        self._target = self._ranges()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
         begin = offsets_from_json(start)
-        latest = self._target if self._target is not None else self._latest()
-        views_start = {tp: begin.get(tp, 0) for tp in latest}  # new partitions: from the start
-        latest = {tp: max(latest[tp], views_start[tp]) for tp in latest}
+        ranges = self._target if self._target is not None else self._ranges()
+        # a partition that appeared since the last micro-batch is read from its log start
+        first = {tp: begin.get(tp, log_start) for tp, (log_start, _) in ranges.items()}
+        latest = {tp: max(end, first[tp]) for tp, (_, end) in ranges.items()}
         if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(views_start, latest, limit.max_rows)
+            latest = rate_limit(first, latest, limit.max_rows)
         return offsets_json(latest)
 
     def reportLatestOffset(self) -> dict | None:  # noqa: N802
-        return offsets_json(self._latest())
+        return offsets_json({tp: end for tp, (_, end) in self._ranges().items()})
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
