@@ -375,6 +375,14 @@ class AbstractIndex:
         hits = np.flatnonzero(offsets == self.base_offset)
         return int(hits[0]) + 1 if len(hits) else self._n
 
+    def drop_padding(self) -> None:
+        """Forget crash-left zero entries in memory (a reader that never writes the file)."""
+        self._truncate_to_entries(self.entries_before_padding())
+
+    def forget_entries(self) -> None:
+        """Forget every entry in memory, e.g. an index a reader cannot trust (the file stays)."""
+        self._truncate_to_entries(0)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({str(self._path)!r}, base_offset={self.base_offset}, "

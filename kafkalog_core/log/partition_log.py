@@ -633,12 +633,7 @@ class PartitionLog:
             if best is None or best.max_timestamp_so_far < 0:
                 return None
             return best.find_max_timestamp_record()
-        if timestamp < 0:
-            raise ValueError(f"unsupported special timestamp {timestamp}")
-        for seg in self._segments:
-            if seg.largest_timestamp >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-        return None
+        return offset_for_timestamp(self._segments, timestamp, self.log_start_offset)
 
     # ---- truncation -----------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
@@ -769,6 +764,19 @@ class PartitionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def offset_for_timestamp(
+    segments: Iterable[LogSegment], timestamp: int, log_start_offset: int
+) -> TimestampAndOffset | None:
+    """ListOffsets for a timestamp >= 0 (§3.6): the first segment whose largest timestamp
+    reaches it, then the first record there with ts >= timestamp; None when there is none."""
+    if timestamp < 0:
+        raise ValueError(f"unsupported special timestamp {timestamp}")
+    for seg in segments:
+        if seg.largest_timestamp >= timestamp:
+            return seg.find_offset_by_timestamp(timestamp, log_start_offset)
+    return None
 
 
 def _table_bytes(table: Any) -> int:

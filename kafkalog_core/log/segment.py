@@ -695,6 +695,13 @@ class LogSegment:
                 )
         return None
 
+    def distrust_indexes(self) -> None:
+        """For readers that must not write: forget the .index/.timeindex entries in memory, so
+        lookups scan the .log from its start and the max timestamp comes from a header walk."""
+        self.offset_index.forget_entries()
+        self.time_index.forget_entries()
+        self._max_ts_and_offset = self._largest_timestamp_after(0)
+
     def sanity_check(self, time_index_newly_created: bool | None = None) -> None:
         """Kafka's load-time check: a missing .index is an error; a missing .timeindex is created
         empty; the txn index is checked. Raises FileNotFoundError / CorruptIndexError."""

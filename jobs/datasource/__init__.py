@@ -1,0 +1,4 @@
+"""`format("kafkalog")`: options, planning, the task-side decode, batch and streaming readers.
+
+The public entry is the top-level `pyspark_kafkalog` module (`DefaultSource`, `register`).
+"""

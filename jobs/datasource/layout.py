@@ -1,0 +1,245 @@
+"""The driver's read-only view of a log dir: which partitions, their offsets, and byte ranges.
+
+Everything the planner needs comes from the indexes and a few batch headers; no record is
+decoded here and nothing on disk is ever written (inputs may be read-only broker copies). An
+index a reader cannot trust (zero-padded by a crash, pointing past its .log, missing) is
+forgotten in memory: its segment is then scanned from the start, which is slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jobs.datasource.options import Subscription, TopicPartition
+from kafkalog_core.errors import LogDirError
+from kafkalog_core.log.cleaner_audit import read_log_start_checkpoint, scan_partition
+from kafkalog_core.log.names import (
+    offset_from_file_name,
+    parse_partition_dir_name,
+    segment_log_files,
+)
+from kafkalog_core.log.partition_log import offset_for_timestamp
+from kafkalog_core.log.segment import LogSegment
+
+__all__ = [
+    "ByteRange",
+    "PartitionView",
+    "TransactionState",
+    "list_partitions",
+    "open_partitions",
+]
+
+SPLIT_BYTES = (
+    128 << 20
+)  # one input partition per this many bytes of a segment (Spark's maxPartitionBytes)
+
+
+def list_partitions(root: str | os.PathLike[str]) -> dict[TopicPartition, Path]:
+    """Live `<topic>-<partition>` dirs of a log dir root (no -delete/-future/-stray dirs)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise LogDirError(f"kafkalog: log dir {base} does not exist or is not a directory")
+    found: dict[TopicPartition, Path] = {}
+    for entry in os.scandir(base):
+        if not entry.is_dir():
+            continue
+        try:
+            parsed = parse_partition_dir_name(entry.name)
+        except LogDirError:
+            continue  # not a partition dir (e.g. a staging area)
+        if parsed.suffix:
+            continue
+        found[(parsed.topic, parsed.partition)] = Path(entry.path)
+    return found
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes [start_position, end_position) of one .log holding the wanted batches."""
+
+    log_path: str
+    start_position: int
+    end_position: int
+
+    @property
+    def size(self) -> int:
+        return self.end_position - self.start_position
+
+
+@dataclass(frozen=True)
+class TransactionState:
+    """What read_committed needs of a partition: aborted (producer id, first, last offset)
+    ranges and the last stable offset (first offset of the earliest open transaction)."""
+
+    aborted: tuple[tuple[int, int, int], ...]
+    last_stable_offset: int
+
+
+class PartitionView:
+    """One topic-partition dir opened for reading: segments with indexes a reader can trust."""
+
+    def __init__(
+        self, topic: str, partition: int, directory: Path, log_start_checkpoint: int | None = None
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        self.segments = [
+            _open_segment(directory, offset_from_file_name(p.name))
+            for p in segment_log_files(directory)
+        ]
+        first_base = self.segments[0].base_offset if self.segments else 0
+        self.log_start_offset = max(first_base, log_start_checkpoint or 0)
+        self._log_end_offset: int | None = None
+        self._txn: TransactionState | None = None
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def log_end_offset(self) -> int:
+        if self._log_end_offset is None:
+            self._log_end_offset = (
+                self.segments[-1].read_next_offset() if self.segments else self.log_start_offset
+            )
+        return self._log_end_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    def transaction_state(self) -> TransactionState:
+        """Aborted transactions and the last stable offset from one header walk (§4).
+
+        A walk rather than the .txnindex files alone: the last stable offset of a log at rest
+        (a transaction still open at its end) is in no index, and a copy may lack .txnindex files.
+        """
+        if self._txn is None:
+            scan = scan_partition(self.directory)
+            lso = self.log_end_offset
+            if scan.first_unstable_offset is not None:
+                lso = min(lso, scan.first_unstable_offset)
+            aborted = tuple(
+                (t.producer_id, t.first_offset, t.last_offset) for t in scan.aborted_txns
+            )
+            self._txn = TransactionState(aborted, lso)
+        return self._txn
+
+    def latest_offset(self, read_committed: bool) -> int:
+        """LATEST as a consumer of this isolation level sees it: the LEO, or the LSO."""
+        return (
+            self.transaction_state().last_stable_offset if read_committed else self.log_end_offset
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """ListOffsets(timestamp): the first offset whose record has ts >= timestamp, or None."""
+        found = offset_for_timestamp(self.segments, timestamp, self.log_start_offset)
+        return None if found is None else found.offset
+
+    def byte_ranges(
+        self,
+        start: int,
+        end: int,
+        *,
+        min_timestamp: int | None = None,
+        split_bytes: int = SPLIT_BYTES,
+    ) -> list[ByteRange]:
+        """The byte ranges holding offsets [start, end), cut at index entries every `split_bytes`.
+
+        `min_timestamp` (ms) also skips what the time index proves older: whole segments whose
+        largest timestamp is below it, and the batches up to its time-index entry below it.
+        """
+        ranges: list[ByteRange] = []
+        if start >= end:
+            return ranges
+        bases = [seg.base_offset for seg in self.segments]
+        for k, seg in enumerate(self.segments):
+            next_base = bases[k + 1] if k + 1 < len(bases) else None
+            if seg.base_offset >= end or (next_base is not None and next_base <= start):
+                continue
+            if min_timestamp is not None and seg.largest_timestamp < min_timestamp:
+                continue
+            first = _start_position(seg, start, min_timestamp)
+            last = _end_position(seg, end)
+            if first is None or last <= first:
+                continue
+            ranges.extend(_split(seg, first, last, split_bytes))
+        return ranges
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.release_handles()
+
+
+def _open_segment(directory: Path, base_offset: int) -> LogSegment:
+    seg = LogSegment(directory, base_offset)
+    seg.offset_index.drop_padding()
+    seg.time_index.drop_padding()
+    if seg.indexes_look_valid() is not None or (seg.size and seg.time_index.entries == 0):
+        seg.distrust_indexes()
+    return seg
+
+
+def _start_position(seg: LogSegment, start: int, min_timestamp: int | None) -> int | None:
+    """Position of the first batch that can hold an offset >= start (and ts >= min_timestamp)."""
+    target = max(start, seg.base_offset)
+    if min_timestamp is not None and min_timestamp > 0:
+        # every batch up to the entry's offset has a max timestamp <= the entry's < min_timestamp
+        entry = seg.time_index.lookup(min_timestamp - 1)
+        if entry.timestamp >= 0:
+            target = max(target, entry.offset)
+    if target == seg.base_offset:
+        return 0
+    found = seg.translate_offset(target)
+    return None if found is None else found.position
+
+
+def _end_position(seg: LogSegment, end: int) -> int:
+    """Position just past the last batch that can hold an offset < end."""
+    found = seg.translate_offset(end)
+    if found is None:
+        return seg.size
+    header = next(seg.batches(found.position))
+    return found.position if header.base_offset >= end else found.position + found.size
+
+
+def _split(seg: LogSegment, first: int, last: int, split_bytes: int) -> Iterable[ByteRange]:
+    """Cut [first, last) at offset-index positions (batch starts) about every split_bytes."""
+    path = str(seg.log_path)
+    if last - first <= split_bytes:
+        return [ByteRange(path, first, last)]
+    positions = seg.offset_index.entries_array().positions
+    inside = positions[(positions > first) & (positions < last)]
+    cuts = [first]
+    if len(inside):
+        targets = np.arange(first + split_bytes, last, split_bytes)
+        chosen = np.unique(inside[np.clip(np.searchsorted(inside, targets), 0, len(inside) - 1)])
+        cuts.extend(int(c) for c in chosen if c > first)
+    cuts.append(last)
+    return [ByteRange(path, a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+def open_partitions(
+    root: str | os.PathLike[str], subscription: Subscription
+) -> list[PartitionView]:
+    """Views of the subscribed partitions of a log dir, sorted by (topic, partition)."""
+    found = list_partitions(root)
+    if subscription.kind == "assign":
+        missing = [tp for tp in subscription.assigned if tp not in found]
+        if missing:
+            names = ", ".join(f"{t}-{p}" for t, p in missing)
+            raise LogDirError(f"kafkalog option assign: no partition dir for {names} in {root}")
+    checkpoint = read_log_start_checkpoint(root)
+    return [
+        PartitionView(
+            topic, partition, found[(topic, partition)], checkpoint.get((topic, partition))
+        )
+        for topic, partition in sorted(found)
+        if subscription.matches(topic, partition)
+    ]

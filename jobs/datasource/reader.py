@@ -1,0 +1,81 @@
+"""Batch reads: `spark.read.format("kafkalog")` planned on the driver, decoded in the tasks."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+
+from jobs.datasource.filters import PushedBounds, push_filters
+from jobs.datasource.layout import open_partitions
+from jobs.datasource.options import ReadOptions
+from jobs.datasource.plan import plan_partitions, resolve_offsets
+from jobs.datasource.scan import SlicePack, read_pack
+from kafkalog_core.errors import KafkaLogError
+
+__all__ = ["KafkaLogFilteringReader", "KafkaLogReader", "SliceReading", "planning_filter_pushdown"]
+
+_PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+class SliceReading:
+    """`read` of batch and streaming readers alike: one planned SlicePack -> Arrow batches."""
+
+    options: ReadOptions
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
+            return
+        yield from read_pack(
+            partition,
+            include_headers=self.options.include_headers,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+        )
+
+
+class KafkaLogReader(SliceReading, DataSourceReader):
+    """Offsets from the options; one input partition per segment byte range."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.pushed = PushedBounds()
+
+    def partitions(self) -> Sequence[InputPartition]:
+        views = open_partitions(self.options.path, self.options.subscription)
+        try:
+            starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
+            ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
+            return plan_partitions(views, starts, ends, self.options, self.pushed)
+        except NotImplementedError as error:
+            # Spark reads NotImplementedError from partitions() as "no partitioning" and would
+            # silently read nothing: surface it instead.
+            raise KafkaLogError(f"kafkalog: planning {self.options.path}: {error!r}") from error
+        finally:
+            for view in views:
+                view.close()
+
+
+class KafkaLogFilteringReader(KafkaLogReader):
+    """The reader plus filter pushdown (topic, partition, offset, timestamp)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 (Spark's name)
+        self.pushed, rest = push_filters(filters)
+        return rest
+
+
+def planning_filter_pushdown() -> bool:
+    """True when Spark asks for the reader to push filters into it.
+
+    Spark refuses a reader that implements pushFilters unless
+    `spark.sql.python.filterPushdown.enabled` is true, and a data source cannot read that
+    setting. Spark plans pushdown in its own worker module, so the reader with pushFilters is
+    handed out exactly there, and the plain one everywhere else (default sessions keep working).
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == _PUSHDOWN_WORKER:
+            return True
+        frame = frame.f_back
+    return False
