@@ -158,6 +158,8 @@ def _timestamp_ms(df: DataFrame, fm: FieldMapping) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    if fm.now:  # the run's start time, one value for every record (as the arrow reader)
+        return F.lit(fm.now_value).cast("bigint")
     column, setting = _base(df, fm, "mapping.timestamp")
     dtype = _resolve(df, column, setting)
     if isinstance(dtype, T.TimestampType):
