@@ -73,6 +73,7 @@ from jobs.ingestion.writer import (
 from jobs.maintenance.common import parse_now
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
+from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.partition_log import batch_options_for
 
@@ -355,43 +356,44 @@ def run(
             rows, rejects, mode = _spark_rows(spark, config, source, tasks)
         try:
             try:
-                if arrow is not None:
-                    counts = count_with_arrow(spark, arrow)
-                else:
-                    assert rows is not None
-                    counts = _count(rows)
-                lap("count")
-                state = scan_existing_state(root)
-                check_topic_ids(config, state)
-                leo = {tp: s.log_end_offset for tp, s in state.items()}
-                plan = plan_offsets(counts, leo)
-                topics = {a.topic for a in plan.ranges}
-                configs, options = _topic_settings(config, topics, started, batch_bytes)
-                continue_segments = {}
-                for (topic, partition), s in state.items():
-                    if topic in configs:
-                        base = s.segment_to_continue(int(configs[topic].segment_bytes))
-                        if base is not None:
-                            continue_segments[(topic, partition)] = base
-                settings = WriterSettings(
-                    output_root=str(root),
-                    run_id=run_id,
-                    configs=configs,
-                    batch_options=options,
-                    continue_segments=continue_segments,
-                    leader_epoch=LEADER_EPOCH,
-                    fail_after_batches=fail_after_batches,
-                )
-                if not plan.ranges:
-                    manifests = []
-                elif arrow is not None:
-                    manifests = write_with_arrow(spark, arrow, plan, settings)
-                else:
-                    assert rows is not None
-                    manifests = _write(rows, plan, settings, mode)
-                lap("write")
-                if rejects is not None:
-                    rejected = _write_rejects(rejects, config.reject_path, run_id)
+                with task_failure_log(spark):
+                    if arrow is not None:
+                        counts = count_with_arrow(spark, arrow)
+                    else:
+                        assert rows is not None
+                        counts = _count(rows)
+                    lap("count")
+                    state = scan_existing_state(root)
+                    check_topic_ids(config, state)
+                    leo = {tp: s.log_end_offset for tp, s in state.items()}
+                    plan = plan_offsets(counts, leo)
+                    topics = {a.topic for a in plan.ranges}
+                    configs, options = _topic_settings(config, topics, started, batch_bytes)
+                    continue_segments = {}
+                    for (topic, partition), s in state.items():
+                        if topic in configs:
+                            base = s.segment_to_continue(int(configs[topic].segment_bytes))
+                            if base is not None:
+                                continue_segments[(topic, partition)] = base
+                    settings = WriterSettings(
+                        output_root=str(root),
+                        run_id=run_id,
+                        configs=configs,
+                        batch_options=options,
+                        continue_segments=continue_segments,
+                        leader_epoch=LEADER_EPOCH,
+                        fail_after_batches=fail_after_batches,
+                    )
+                    if not plan.ranges:
+                        manifests = []
+                    elif arrow is not None:
+                        manifests = write_with_arrow(spark, arrow, plan, settings)
+                    else:
+                        assert rows is not None
+                        manifests = _write(rows, plan, settings, mode)
+                    lap("write")
+                    if rejects is not None:
+                        rejected = _write_rejects(rejects, config.reject_path, run_id)
             except KafkaLogError:
                 raise
             except Exception as error:  # a Spark failure: surface our own error line if any

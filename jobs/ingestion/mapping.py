@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.ingestion.config import FieldMapping, IngestConfig
+from jobs.spark.errors import DATA_ERROR_PREFIX
 from kafkalog_core.errors import ConfigError, InvalidRecordError, InvalidTopicError
 from kafkalog_core.log.names import MAX_TOPIC_NAME_LENGTH, validate_topic_name
 from kafkalog_core.partitioner import murmur2_array
@@ -70,7 +71,7 @@ ORDER_COLUMN = "_kl_order"
 ERROR_COLUMN = "_kl_error"
 POSITION_COLUMN = "_kl_pos"
 PARTITION_IN_COLUMN = "_kl_partition_in"
-ERROR_PREFIX = "kafkalog: invalid record: "
+ERROR_PREFIX = DATA_ERROR_PREFIX + "invalid record: "  # is_data_error knows it
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 
