@@ -47,6 +47,7 @@ from jobs.maintenance.common import (
 )
 from jobs.maintenance.report import write_report
 from jobs.spark.errors import task_error
+from jobs.spark.task_log import task_failure_log
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.cleaner_audit import (
@@ -347,20 +348,23 @@ def run(
             )
             facts = facts.persist()
             try:
-                per_key, stats, histogram = _key_stats(spark, facts)
-                joined = facts.join(
-                    per_key.select("topic", "partition", "key", "latest_all", "latest_offset"),
-                    ["topic", "partition", "key"],
-                    "left",
-                )
-                shuffle = max(1, spark.sparkContext.defaultParallelism)
-                score_schema = from_arrow_schema(SCORE_SCHEMA)
-                config_dicts = {t: c.config.to_dict(non_default=True) for t, c in configs.items()}
-                scored = joined.repartition(
-                    shuffle, "topic", "partition", "batch_base_offset"
-                ).mapInArrow(score_batches(config_dicts, now_ms), score_schema)
-                merged = _merge_partials([r.asDict() for r in scored.collect()])
-                per_key.unpersist()
+                with task_failure_log(spark):
+                    per_key, stats, histogram = _key_stats(spark, facts)
+                    joined = facts.join(
+                        per_key.select("topic", "partition", "key", "latest_all", "latest_offset"),
+                        ["topic", "partition", "key"],
+                        "left",
+                    )
+                    shuffle = max(1, spark.sparkContext.defaultParallelism)
+                    score_schema = from_arrow_schema(SCORE_SCHEMA)
+                    config_dicts = {
+                        t: c.config.to_dict(non_default=True) for t, c in configs.items()
+                    }
+                    scored = joined.repartition(
+                        shuffle, "topic", "partition", "batch_base_offset"
+                    ).mapInArrow(score_batches(config_dicts, now_ms), score_schema)
+                    merged = _merge_partials([r.asDict() for r in scored.collect()])
+                    per_key.unpersist()
             except KafkaLogError:
                 raise
             except Exception as error:  # a Spark failure: our own one-line error if any

@@ -49,6 +49,7 @@ from jobs.ingestion.commit import (
     plan_publish,
     publish,
     recover_interrupted_publish,
+    run_start_ms,
     scan_existing_state,
 )
 from jobs.ingestion.config import IngestConfig, build_arg_parser, config_from_args
@@ -62,16 +63,18 @@ from jobs.ingestion.mapping import (
     map_records_with_rejects,
 )
 from jobs.ingestion.planner import OffsetPlan, plan_offsets
+from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
     WriterSettings,
     write_task,
     write_task_direct,
 )
+from jobs.maintenance.common import parse_now
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
+from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import ConfigError, KafkaLogError
-from kafkalog_core.log.checkpoints import new_topic_id, topic_id_to_str
 from kafkalog_core.log.partition_log import batch_options_for
 
 if TYPE_CHECKING:
@@ -302,12 +305,16 @@ def run(
     tasks: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     fail_after_batches: int | None = None,
+    now_ms: int | None = None,
     out=print,
 ) -> IngestResult:
-    """Run one ingest: idempotent per run id and per Delta source version, safe to kill."""
+    """Run one ingest: idempotent per run id and per Delta source version, safe to kill.
+
+    `now_ms` fixes the run's start time (what `timestamp: now` and LogAppendTime topics stamp);
+    by default it is the first attempt's clock, recorded so a rerun of the run id reuses it.
+    """
     run_id = run_id or config.run_id or default_run_id()
     root = Path(config.output_root).absolute()
-    started = int(time.time() * 1000)
     timings: dict[str, int] = {}
     clock = time.monotonic()
 
@@ -333,6 +340,9 @@ def run(
             identity, str(source.version)
         ):
             return _no_op(run_id, f"{source.description} is already ingested", history, out, source)
+        started = run_start_ms(root, run_id, now_ms)
+        config_hash = _config_hash(config)
+        config = config.at_run_start(started)
         lap("read")
 
         rejected = 0
@@ -346,42 +356,44 @@ def run(
             rows, rejects, mode = _spark_rows(spark, config, source, tasks)
         try:
             try:
-                if arrow is not None:
-                    counts = count_with_arrow(spark, arrow)
-                else:
-                    assert rows is not None
-                    counts = _count(rows)
-                lap("count")
-                state = scan_existing_state(root)
-                leo = {tp: s.log_end_offset for tp, s in state.items()}
-                plan = plan_offsets(counts, leo)
-                topics = {a.topic for a in plan.ranges}
-                configs, options = _topic_settings(config, topics, started, batch_bytes)
-                continue_segments = {}
-                for (topic, partition), s in state.items():
-                    if topic in configs:
-                        base = s.segment_to_continue(int(configs[topic].segment_bytes))
-                        if base is not None:
-                            continue_segments[(topic, partition)] = base
-                settings = WriterSettings(
-                    output_root=str(root),
-                    run_id=run_id,
-                    configs=configs,
-                    batch_options=options,
-                    continue_segments=continue_segments,
-                    leader_epoch=LEADER_EPOCH,
-                    fail_after_batches=fail_after_batches,
-                )
-                if not plan.ranges:
-                    manifests = []
-                elif arrow is not None:
-                    manifests = write_with_arrow(spark, arrow, plan, settings)
-                else:
-                    assert rows is not None
-                    manifests = _write(rows, plan, settings, mode)
-                lap("write")
-                if rejects is not None:
-                    rejected = _write_rejects(rejects, config.reject_path, run_id)
+                with task_failure_log(spark):
+                    if arrow is not None:
+                        counts = count_with_arrow(spark, arrow)
+                    else:
+                        assert rows is not None
+                        counts = _count(rows)
+                    lap("count")
+                    state = scan_existing_state(root)
+                    check_topic_ids(config, state)
+                    leo = {tp: s.log_end_offset for tp, s in state.items()}
+                    plan = plan_offsets(counts, leo)
+                    topics = {a.topic for a in plan.ranges}
+                    configs, options = _topic_settings(config, topics, started, batch_bytes)
+                    continue_segments = {}
+                    for (topic, partition), s in state.items():
+                        if topic in configs:
+                            base = s.segment_to_continue(int(configs[topic].segment_bytes))
+                            if base is not None:
+                                continue_segments[(topic, partition)] = base
+                    settings = WriterSettings(
+                        output_root=str(root),
+                        run_id=run_id,
+                        configs=configs,
+                        batch_options=options,
+                        continue_segments=continue_segments,
+                        leader_epoch=LEADER_EPOCH,
+                        fail_after_batches=fail_after_batches,
+                    )
+                    if not plan.ranges:
+                        manifests = []
+                    elif arrow is not None:
+                        manifests = write_with_arrow(spark, arrow, plan, settings)
+                    else:
+                        assert rows is not None
+                        manifests = _write(rows, plan, settings, mode)
+                    lap("write")
+                    if rejects is not None:
+                        rejected = _write_rejects(rejects, config.reject_path, run_id)
             except KafkaLogError:
                 raise
             except Exception as error:  # a Spark failure: surface our own error line if any
@@ -390,17 +402,11 @@ def run(
             if rows is not None:
                 rows.unpersist()
 
-        topic_ids = {
-            t: topic_id_to_str(new_topic_id())
-            for t in topics
-            if not any(s.topic_id for (st, _), s in state.items() if st == t)
-        }
-        existing_ids = {st: s.topic_id for (st, _), s in state.items() if s.topic_id}
         info = RunInfo(
             source=identity,
             source_version="" if source.version is None else str(source.version),
             started_at_ms=started,
-            config_hash=_config_hash(config),
+            config_hash=config_hash,
             description=source.description,
             timings_ms=dict(timings),
             topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(configs)},
@@ -411,7 +417,7 @@ def run(
             output_root=root,
             run_id=run_id,
             run_info=info,
-            topic_ids={**topic_ids, **existing_ids},
+            topic_ids=resolve_topic_ids(config, topics, state),
         )
         result: PublishResult = publish(publish_plan)
         lap("publish")
@@ -497,13 +503,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_BATCH_BYTES,
         help="target record batch size (capped by max.message.bytes)",
     )
+    parser.add_argument(
+        "--now",
+        help="the run's start time (epoch ms or ISO): what `timestamp: now` and LogAppendTime "
+        "stamp (default: the first attempt's clock, recorded per run id)",
+    )
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
+        now_ms = None if args.now is None else parse_now(args.now)
         from jobs.spark.session import get_or_create_session
 
         spark = get_or_create_session("kafkalog-ingest")
-        run(spark, config, tasks=args.tasks, batch_bytes=args.batch_bytes)
+        run(spark, config, tasks=args.tasks, batch_bytes=args.batch_bytes, now_ms=now_ms)
     except KafkaLogError as error:
         print(f"kafkalog: error: {error}", file=sys.stderr)
         return 1

@@ -57,7 +57,7 @@ def test_every_repo_file_the_readme_names_exists():
         assert (ROOT / name).exists(), name
 
 
-def test_every_dump_log_example_parses_with_the_real_cli():
+def test_every_kafkalog_example_parses_with_the_real_cli():
     parser = build_parser()
     examples = [
         shlex.split(c)[1:]
@@ -69,4 +69,4 @@ def test_every_dump_log_example_parses_with_the_real_cli():
     for argv in examples:
         argv = ["x.log" if a == "..." else a for a in argv]  # the README's elided file list
         args = parser.parse_args(argv)
-        assert args.files
+        assert args.files if args.command == "dump-log" else args.dir

@@ -89,8 +89,8 @@ class _Columns:
     key_column: str | None
     value_column: str
     timestamp_column: str | None
-    timestamp_kind: str  # none | timestamp | integer | date
-    timestamp_factor: tuple[int, int]  # ms = value * a // b
+    timestamp_kind: str  # none | timestamp | integer | date | now
+    timestamp_factor: tuple[int, int]  # ms = value * a // b; now: (run start ms, 1)
     partition_column: str | None
     key_may_be_null: bool = True  # False when every file's statistics say the key has no nulls
 
@@ -131,7 +131,7 @@ class ArrowReadPlan:
 
 def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, str | None]:
     """(column name, None) for a plain column mapping, (None, why not) otherwise."""
-    if fm is None:
+    if fm is None or fm.now:
         return None, None
     if fm.column is None:
         return None, f"{setting} is an expression or a column list"
@@ -260,7 +260,9 @@ def plan_arrow_read(
         if name is not None and not _is_bytes(types[name]):
             return None, f"column {name!r} is {types[name]}, not binary or string"
     kind, factor = "none", (1, 1)
-    if timestamp is not None:
+    if m.timestamp is not None and m.timestamp.now:
+        kind, factor = "now", (m.timestamp.now_value, 1)
+    elif timestamp is not None:
         assert m.timestamp is not None
         planned = _timestamp_plan(m.timestamp, types[timestamp])
         if planned is None:
@@ -381,7 +383,9 @@ def _mapping_input(
         if columns.value_column in names
         else pa.nulls(n, pa.binary())
     )
-    if columns.timestamp_column is None:  # no timestamp mapped: -1 (LogAppendTime topics)
+    if columns.timestamp_kind == "now":  # `timestamp: now`: the run's start time
+        timestamp = pa.array(np.full(n, columns.timestamp_factor[0], dtype=np.int64))
+    elif columns.timestamp_column is None:  # no timestamp mapped: -1 (LogAppendTime topics)
         timestamp = pa.array(np.full(n, -1, dtype=np.int64))
     elif columns.timestamp_column in names:
         timestamp = _timestamps_ms(batch.column(columns.timestamp_column), columns)

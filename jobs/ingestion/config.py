@@ -11,14 +11,14 @@ File layout (Kafka's names wherever Kafka has one; see conf/ingest-*.yaml):
     run_id: null                    # usually --run-id from the scheduler
     source: {format: delta, path: ..., version: ..., since_version: ..., interval: ...}
     output: {root: <log dir>, reject_path: null, write_mode: auto|range|direct}
-    topics: {<name>: {partitions: 6, config: {cleanup.policy: compact, ...}}}
+    topics: {<name>: {partitions: 6, topic_id: <22 chars>, config: {cleanup.policy: compact}}}
     topic_defaults: {partitions: 3, config: {...}}   # optional, for topic values not listed
     mapping:
       topic: <name> | {column: c} | {expr: e}
       key: {column|expr: ..., format: bytes|string|json|long|int}
       value: {column|expr|columns: ..., format: ...}
       headers: {column: c, values: {name: expr}}
-      timestamp: {column|expr: ..., unit: ms|s|us}
+      timestamp: {column|expr: ..., unit: ms|s|us} | now   # now: the run's start time
       partition: {column|expr: ..., null_keys: value_hash|round_robin}
       json_options: {...}           # Spark to_json options for format json
     ordering: source | [expr, ...]
@@ -38,6 +38,7 @@ import yaml
 from jobs.spark.sources import DataInterval, SourceSpec
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, InvalidTopicError
+from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.names import validate_topic_name
 
 __all__ = [
@@ -97,16 +98,33 @@ class TopicSpec:
     name: str
     partitions: int
     log_config: LogConfig
+    topic_id: str | None = None  # Kafka's base64url form; None: derived from the name
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, where: str) -> TopicSpec:
         raw = _mapping(raw, where)
-        _only(raw, ("partitions", "config"), where)
+        known = ("partitions", "config") if name == "*" else ("partitions", "config", "topic_id")
+        _only(raw, known, where)
+        topic_id = raw.get("topic_id")
         return cls(
             name,
             _partitions(raw.get("partitions"), f"{where}.partitions"),
             _log_config(raw.get("config"), f"{where}.config"),
+            None if topic_id is None else _topic_id(topic_id, f"{where}.topic_id"),
         )
+
+
+def _topic_id(value: Any, where: str) -> str:
+    """A topic id as `kafka-topics.sh --describe` prints it (22 base64url characters)."""
+    if not isinstance(value, str):
+        raise _fail(where, value, "must be the topic id as kafka-topics --describe prints it")
+    try:
+        parsed = topic_id_from_str(value)
+    except ValueError as e:
+        raise _fail(where, value, f"not a Kafka topic id ({e})") from None
+    if not is_usable_topic_id(parsed):
+        raise _fail(where, value, "is a reserved id (zero or the metadata topic's) or starts '-'")
+    return topic_id_to_str(parsed)
 
 
 def _partitions(value: Any, where: str) -> int:
@@ -149,11 +167,24 @@ class FieldMapping:
     columns: tuple[str, ...] | None = None  # json: these columns as one object; ("*",) = all
     format: str | None = None  # None = by type: binary -> bytes, anything else -> string
     unit: str = "ms"  # timestamp only: unit of integral columns
+    # timestamp only: `timestamp: now`, the run's start time (fixed once per run, see
+    # jobs.ingestion.commit.run_start_ms); now_ms is filled in by `IngestConfig.at_run_start`
+    now: bool = False
+    now_ms: int | None = None
+
+    @property
+    def now_value(self) -> int:
+        """The run's start time in ms for `timestamp: now` (set by `IngestConfig.at_run_start`)."""
+        if not self.now or self.now_ms is None:
+            raise ConfigError("mapping.timestamp: now has no run start time yet (at_run_start)")
+        return self.now_ms
 
     @classmethod
     def from_raw(
         cls, raw: Any, where: str, *, allow_columns: bool = False, timestamp: bool = False
     ) -> FieldMapping:
+        if timestamp and raw == "now":  # a column named now: {column: now}
+            return cls(now=True)
         if isinstance(raw, str):  # shorthand: a bare column name
             raw = {"column": raw}
         raw = _mapping(raw, where)
@@ -472,8 +503,18 @@ class IngestConfig:
             if m.timestamp is None and spec.log_config.message_timestamp_type != "LogAppendTime":
                 raise ConfigError(
                     f"mapping.timestamp is required: {where} uses message.timestamp.type="
-                    "CreateTime (set a column/expr, or message.timestamp.type=LogAppendTime)"
+                    "CreateTime (set a column/expr; `timestamp: now` for the run's start time, "
+                    "as a producer stamps its clock; or message.timestamp.type=LogAppendTime)"
                 )
+
+    def at_run_start(self, started_ms: int) -> IngestConfig:
+        """The config with `timestamp: now` bound to the run's start time (else unchanged)."""
+        ts = self.mapping.timestamp
+        if ts is None or not ts.now:
+            return self
+        return replace(
+            self, mapping=replace(self.mapping, timestamp=replace(ts, now_ms=started_ms))
+        )
 
     def with_overrides(
         self,

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.ingestion.config import FieldMapping, IngestConfig
+from jobs.spark.errors import DATA_ERROR_PREFIX
 from kafkalog_core.errors import ConfigError, InvalidRecordError, InvalidTopicError
 from kafkalog_core.log.names import MAX_TOPIC_NAME_LENGTH, validate_topic_name
 from kafkalog_core.partitioner import murmur2_array
@@ -70,7 +71,7 @@ ORDER_COLUMN = "_kl_order"
 ERROR_COLUMN = "_kl_error"
 POSITION_COLUMN = "_kl_pos"
 PARTITION_IN_COLUMN = "_kl_partition_in"
-ERROR_PREFIX = "kafkalog: invalid record: "
+ERROR_PREFIX = DATA_ERROR_PREFIX + "invalid record: "  # is_data_error knows it
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 
@@ -158,6 +159,8 @@ def _timestamp_ms(df: DataFrame, fm: FieldMapping) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    if fm.now:  # the run's start time, one value for every record (as the arrow reader)
+        return F.lit(fm.now_value).cast("bigint")
     column, setting = _base(df, fm, "mapping.timestamp")
     dtype = _resolve(df, column, setting)
     if isinstance(dtype, T.TimestampType):

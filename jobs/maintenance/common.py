@@ -26,6 +26,7 @@ from jobs.ingestion.commit import default_run_id
 from jobs.ingestion.lock import RunLock
 from jobs.ingestion.meta import IngestError
 from jobs.spark.errors import task_error
+from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import KafkaLogError, LogDirError
 from kafkalog_core.log.names import parse_partition_dir_name
 
@@ -188,7 +189,8 @@ def run_units(
 
     frame = units_frame(spark, units, tasks=tasks, weight_key=weight_key)
     try:
-        rows = frame.mapInArrow(run_groups, from_arrow_schema(schema)).toArrow()
+        with task_failure_log(spark):
+            rows = frame.mapInArrow(run_groups, from_arrow_schema(schema)).toArrow()
     except KafkaLogError:
         raise
     except Exception as error:  # a Spark failure: surface our own error line if any

@@ -22,16 +22,34 @@ _OUR_MODULES = (
 )
 
 
+# Every message of ours that a task raises through Spark SQL (`raise_error`) starts with this,
+# e.g. the mapping's "kafkalog: invalid record: ".
+DATA_ERROR_PREFIX = "kafkalog: "
+
+
+def _our_lines(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if any(m in line for m in _OUR_MODULES)]
+    return [line for line in lines if "Error:" in line or "Failure:" in line]
+
+
+def is_data_error(error: BaseException) -> bool:
+    """True for a failure that is one of our errors (raised on the driver, or in a task and
+    wrapped by Spark): the job's own error line says it all. False for Spark's own failures."""
+    if isinstance(error, KafkaLogError):
+        return True
+    text = str(error)
+    return bool(_our_lines(text)) or DATA_ERROR_PREFIX in text
+
+
 def task_error(error: BaseException) -> KafkaLogError:
     """The last `<our module>.SomeError: message` line in a Spark failure, as a KafkaLogError.
 
     Falls back to the failure's first line, so the caller can always print one line.
     """
     text = str(error)
-    lines = [line for line in text.splitlines() if any(m in line for m in _OUR_MODULES)]
-    for line in reversed(lines):
-        if "Error:" in line or "Failure:" in line:
-            return KafkaLogError(line.split(": ", 1)[-1].strip())
+    lines = _our_lines(text)
+    if lines:
+        return KafkaLogError(lines[-1].split(": ", 1)[-1].strip())
     # a Python error from elsewhere (a missing module on the executors, ...): its own line
     python_errors = [line for line in text.splitlines() if _PYTHON_ERROR.match(line)]
     if python_errors:

@@ -428,11 +428,35 @@ def new_topic_id() -> uuid.UUID:
     """A random topic id Kafka would accept: not zero, not the metadata topic id, no leading '-'."""
     while True:
         candidate = uuid.uuid4()
-        if candidate in (ZERO_UUID, METADATA_TOPIC_ID):
-            continue
-        if topic_id_to_str(candidate).startswith("-"):
-            continue
-        return candidate
+        if is_usable_topic_id(candidate):
+            return candidate
+
+
+# The fixed namespace of name-based topic ids: uuid5(NAMESPACE_URL, "kafkalog:topic-id").
+# Never change it: every log dir written without an explicit topic id depends on it.
+TOPIC_ID_NAMESPACE = uuid.UUID("a0e7f2de-f507-501a-90c6-bab9890cc26e")
+
+
+def is_usable_topic_id(topic_id: uuid.UUID) -> bool:
+    """Kafka accepts it: not zero, not the metadata topic's id, no leading '-' in its string."""
+    return topic_id not in (ZERO_UUID, METADATA_TOPIC_ID) and not topic_id_to_str(
+        topic_id
+    ).startswith("-")
+
+
+def topic_id_for_name(topic: str) -> uuid.UUID:
+    """The deterministic topic id of a topic name: uuid5(TOPIC_ID_NAMESPACE, topic).
+
+    Why: two runs of the same input must give byte-identical partition.metadata. In the
+    unlikely case the id is not usable (see `is_usable_topic_id`), `topic + "\\0" + k` is hashed
+    for k = 1, 2, ... until it is.
+    """
+    candidate = uuid.uuid5(TOPIC_ID_NAMESPACE, topic)
+    k = 0
+    while not is_usable_topic_id(candidate):
+        k += 1
+        candidate = uuid.uuid5(TOPIC_ID_NAMESPACE, f"{topic}\0{k}")
+    return candidate
 
 
 _METADATA_SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")

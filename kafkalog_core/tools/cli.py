@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.log.segment_scan import DEFAULT_INDEX_INTERVAL_BYTES
 from kafkalog_core.record.batch import INT32_MAX
+from kafkalog_core.tools.check_logdir import run_check_logdir
 from kafkalog_core.tools.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, dump_files
 
 Handler = Callable[[argparse.Namespace, TextIO, TextIO], int]
@@ -107,6 +109,33 @@ def _run_dump_log(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return dump_files(files, options, out, err)
 
 
+def _add_check_logdir(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "check-logdir",
+        help="validate a whole log dir the way a broker's startup would (read-only)",
+        description=(
+            "Check names, root checkpoints, meta.properties, partition.metadata (one topic id "
+            "per topic), leader-epoch-checkpoint, segments and indexes of a log dir. One line "
+            "per finding: 'refuse' (exit status 1: a broker would not load the dir), 'repair' "
+            "(the broker fixes it at startup, maybe dropping data) or 'note'."
+        ),
+    )
+    parser.add_argument("dir", metavar="DIR", help="the log dir (a broker's log.dirs entry)")
+    parser.add_argument(
+        "--index-interval-bytes",
+        type=_non_negative_int,
+        default=DEFAULT_INDEX_INTERVAL_BYTES,
+        metavar="BYTES",
+        help="the topics' index.interval.bytes, to compare indexes with what recovery builds "
+        f"(default {DEFAULT_INDEX_INTERVAL_BYTES})",
+    )
+    parser.set_defaults(handler=_run_check_logdir)
+
+
+def _run_check_logdir(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    return run_check_logdir(args.dir, out, index_interval_bytes=args.index_interval_bytes)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `kafkalog` parser; each tool registers one sub-command here."""
     parser = argparse.ArgumentParser(
@@ -114,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_dump_log(subcommands)
+    _add_check_logdir(subcommands)
     return parser
 
 

@@ -96,6 +96,20 @@ def test_base_parses():
         ("source/format", "avro", r"source.format='avro'"),
         ("ordering", [], r"ordering=\[\] is invalid"),
         ("run_id", "a/b", r"run_id='a/b' is invalid"),
+        ("topics/orders/topic_id", "abc", r"topics.orders.topic_id='abc' is invalid: not a Kafka"),
+        ("topics/orders/topic_id", 7, r"topics.orders.topic_id=7 is invalid"),
+        ("topics/orders/topic_id", "A" * 21, r"topics.orders.topic_id=.* is invalid: not a Kafka"),
+        (
+            "topics/orders/topic_id",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+            r"topics.orders.topic_id='AAAAAAAAAAAAAAAAAAAAAA' is invalid: is a reserved id",
+        ),
+        (
+            "topics/orders/topic_id",
+            "AAAAAAAAAAAAAAAAAAAAAQ",
+            r"topics.orders.topic_id='AAAAAAAAAAAAAAAAAAAAAQ' is invalid: is a reserved id",
+        ),
+        ("topic_defaults", {"partitions": 1, "topic_id": "x"}, r"topic_defaults: unknown setting"),
     ],
 )
 def test_bad_values_name_the_setting(path, value, message):
@@ -142,3 +156,25 @@ def test_cli_overrides(tmp_path):
     plain.write_text(yaml.safe_dump(BASE))
     with pytest.raises(ConfigError, match="need source.interval.column"):
         IngestConfig.from_argv(["--config", str(plain), "--data-interval-start", "2024-01-01"])
+
+
+def test_topic_id_is_kept_in_kafka_form():
+    tid = "vQ9ME0i3R7yYJ2u0aW1IIg"
+    doc = _with("topics/orders/topic_id", tid)
+    assert IngestConfig.from_dict(doc).topics["orders"].topic_id == tid
+    assert IngestConfig.from_dict(BASE).topics["orders"].topic_id is None
+
+
+def test_timestamp_now_is_bound_at_run_start_and_named_by_the_error():
+    doc = _with("mapping/timestamp", "now")
+    config = IngestConfig.from_dict(doc)
+    assert config.mapping.timestamp.now and config.mapping.timestamp.now_ms is None
+    with pytest.raises(ConfigError, match="no run start time"):
+        _ = config.mapping.timestamp.now_value
+    bound = config.at_run_start(1_714_521_600_000)
+    assert bound.mapping.timestamp.now_value == 1_714_521_600_000
+    assert config.mapping.timestamp.now_ms is None  # frozen: the original is unchanged
+    column = IngestConfig.from_dict(_with("mapping/timestamp", {"column": "now"}))
+    assert column.mapping.timestamp.column == "now" and not column.mapping.timestamp.now
+    with pytest.raises(ConfigError, match="`timestamp: now` for the run's start time"):
+        IngestConfig.from_dict(_with("mapping/timestamp", KeyError))

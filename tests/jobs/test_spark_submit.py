@@ -125,3 +125,53 @@ def test_maintenance_jobs_by_hyphenated_name(tmp_path):
     output = (bad.stdout + bad.stderr).splitlines()
     errors = [line for line in output if line.startswith("kafkalog: error:")]
     assert len(errors) == 1 and "does not exist" in errors[0], output[-20:]
+
+
+def _null_key_ingest(tmp_path: Path, reader: str) -> Path:
+    """A config whose source has one null key on a compacted topic: a data error in a task."""
+    import yaml
+
+    from tests.jobs.ingest_helpers import source_rows, write_parquet
+
+    rows = source_rows(40)
+    rows[7]["user"] = None
+    write_parquet(tmp_path / "src", rows)
+    doc = {
+        "source": {"format": "parquet", "path": str(tmp_path / "src"), "task_reader": reader},
+        "output": {"root": str(tmp_path / "out")},
+        "topics": {"events": {"partitions": 2, "config": {"cleanup.policy": "compact"}}},
+        "mapping": {"topic": "events", "key": "user", "value": "payload", "timestamp": "now"},
+    }
+    config = tmp_path / "ingest.yaml"
+    config.write_text(yaml.safe_dump(doc))
+    return config
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("reader", ["arrow", "spark"])
+def test_a_data_error_in_a_task_is_our_one_line_without_spark_task_errors(tmp_path, reader):
+    config = _null_key_ingest(tmp_path, reader)
+    result = _run("--master", "local[2]", "ingest", "--config", str(config), timeout=300)
+    assert result.returncode == 1
+    output = (result.stdout + result.stderr).splitlines()
+    errors = [line for line in output if line.startswith("kafkalog: error:")]
+    assert len(errors) == 1 and "null key on compacted topic 'events'" in errors[0], output[-20:]
+    assert not [line for line in output if "TaskSetManager" in line or "Executor:" in line]
+    assert not [line for line in output if "Traceback" in line], output[-20:]
+
+
+@pytest.mark.spark
+def test_a_real_spark_failure_keeps_sparks_task_lines_before_ours(tmp_path):
+    """Executors whose Python cannot start: Spark's own lines are what the user needs."""
+    config = _null_key_ingest(tmp_path, "arrow")
+    python = ROOT / ".venv" / "bin" / "python"
+    result = _run(
+        "--master", "local[1]",
+        "--conf", f"spark.pyspark.driver.python={python}", "--conf", "spark.pyspark.python=/bin/false",
+        "ingest", "--config", str(config), timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1
+    output = (result.stdout + result.stderr).splitlines()
+    aborting = [i for i, line in enumerate(output) if "ERROR TaskSetManager" in line]
+    errors = [i for i, line in enumerate(output) if line.startswith("kafkalog: error:")]
+    assert len(errors) == 1 and aborting and aborting[-1] < errors[0], output[-20:]

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from kafkalog_core.log.names import partition_dir_name
 # --- names -------------------------------------------------------------------------------------
 JOURNAL_NAME = "publish-journal.json"
 MANIFEST_SUFFIX = ".manifest.json"
+RUN_START_NAME = "run-start.json"  # per run: its start time, see run_start_ms
 ASSEMBLY_DIR = "_publish"  # per run: new partition dirs assembled before the directory rename
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 # Order in which the files of one segment become final: the .log first, so that a crash never
@@ -52,6 +54,30 @@ def task_staging_dir(
     path.mkdir(parents=True)
     _check_same_filesystem(root, path)
     return path
+
+
+def run_start_ms(
+    output_root: str | os.PathLike[str], run_id: str, given_ms: int | None = None
+) -> int:
+    """The run's start time in epoch ms, fixed once per run id (call under the run lock).
+
+    Recorded in the run's staging area (`run-start.json`) on the first attempt; a rerun of the
+    same run id (after a kill) reads it back, so `timestamp: now` and LogAppendTime stamp the
+    same bytes. `given_ms` (the job's `--now`) wins and is recorded. The file goes away with the
+    run's staging after its publish.
+    """
+    path = staging_root(output_root, run_id) / RUN_START_NAME
+    if given_ms is None:
+        try:
+            return int(json.loads(path.read_bytes())["started_at_ms"])
+        except FileNotFoundError:
+            pass
+        except (ValueError, KeyError, TypeError) as e:
+            raise IngestError(f"{path}: unreadable run start ({e}); remove it to restart") from None
+    started = int(time.time() * 1000) if given_ms is None else int(given_ms)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps({"run_id": run_id, "started_at_ms": started}).encode())
+    return started
 
 
 def journal_path(output_root: str | os.PathLike[str]) -> Path:
