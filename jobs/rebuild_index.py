@@ -39,6 +39,7 @@ from jobs.maintenance.common import (
     MaintenanceResult,
     maintenance_arg_parser,
     maintenance_lock,
+    plan_slices,
     prepare_run,
     run_cli,
     run_units,
@@ -135,23 +136,29 @@ def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict
     return task
 
 
-def mark_after_corrupt(rows: pa.Table) -> pa.Table:
-    """Across the slices of a split partition: segments after one with a corrupt tail are what
-    recovery drops (`verify_partition` marks them itself within one slice)."""
+def join_slices(rows: pa.Table) -> pa.Table:
+    """Across the slices of a split partition, what `verify_partition` does within one: segments
+    after one with a corrupt tail are what recovery drops, and the partition-file problems (found
+    by the slice holding the last segment) belong to every row of the partition."""
     records = rows.to_pylist()
     corrupt_at: dict[tuple[str, int], int] = {}
+    problems: dict[tuple[str, int], str] = {}
     for r in records:
+        tp = (r["topic"], r["partition"])
         if r["log_status"] == "corrupt-tail":
-            tp = (r["topic"], r["partition"])
             corrupt_at[tp] = min(corrupt_at.get(tp, r["base_offset"]), r["base_offset"])
-    changed = False
+        if r["partition_problems"]:
+            problems[tp] = r["partition_problems"]
     for r in records:
-        first = corrupt_at.get((r["topic"], r["partition"]))
+        tp = (r["topic"], r["partition"])
+        first = corrupt_at.get(tp)
         if first is not None and r["base_offset"] > first and not r["after_corrupt_segment"]:
-            r["after_corrupt_segment"], r["ok"], changed = True, False, True
+            r["after_corrupt_segment"], r["ok"] = True, False
             reason = "follows a segment with a corrupt tail: recovery drops it"
             r["problem"] = f"{r['problem']}; {reason}" if r["problem"] else reason
-    return pa.Table.from_pylist(records, schema=rows.schema) if changed else rows
+        if tp in problems:
+            r["partition_problems"], r["ok"] = problems[tp], False
+    return pa.Table.from_pylist(records, schema=rows.schema)
 
 
 def run(
@@ -183,12 +190,15 @@ def run(
             for r in setup.refs
         ]
         sizes = run_units(spark, units, size_task(str(setup.root)), SIZE_SCHEMA, tasks=tasks)
-        weight = dict(
-            zip(sizes.column("dir").to_pylist(), sizes.column("bytes").to_pylist(), strict=True)
+        segments: dict[str, list[tuple[int, int]]] = {}
+        for row in sizes.sort_by("base_offset").to_pylist():
+            segments.setdefault(row["dir"], []).append((row["base_offset"], row["bytes"]))
+        slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+        units = plan_slices(
+            units, lambda u: segments.get(u["dir"], []), slots, split=mode == "verify"
         )
-        for unit in units:
-            unit["bytes"] = weight.get(unit["dir"], 0)
         rows = run_units(spark, units, index_task(options), REPORT_SCHEMA, tasks=tasks)
+        rows = join_slices(rows)
     rows = rows.sort_by(
         [("topic", "ascending"), ("partition", "ascending"), ("base_offset", "ascending")]
     )

@@ -366,6 +366,7 @@ def verify_partition(
     next_offset = 0
     corrupt_seen = False
     logs = segment_log_files(pdir)
+    all_bases = {offset_from_file_name(log.name) for log in logs}
     slice_only = False  # a slice without the last segment: no partition-file checks
     if only_segments is not None:
         wanted = set(only_segments)
@@ -406,7 +407,7 @@ def verify_partition(
                 f"leader-epoch-checkpoint entries at or after the log end offset {leo}: "
                 f"{result.stale_epochs}"
             )
-    bases = {s.base_offset for s in segments}
+    bases = all_bases  # a slice's index files are not orphans of the others'
     for p in sorted(pdir.iterdir()):
         if p.name.endswith(INDEX_SUFFIXES):
             with contextlib.suppress(KafkaLogError):

@@ -200,6 +200,12 @@ def test_big_partitions_are_split_by_segment_with_the_same_answers(spark, damage
     assert [u.get("only_segments") for u in planned] == [[0, 10, 20], [30], None]
     assert [u["bytes"] for u in planned] == [300, 100, 50]
     assert plan_slices(units, lambda u: sizes[u["dir"]], slots=2, split=False)[0]["bytes"] == 400
+    on_disk = {
+        d.name: [(int(f.name[:20]), f.stat().st_size) for f in sorted(d.glob("*.log"))]
+        for d in sorted(damaged.iterdir())
+    }
+    slices = plan_slices([{"dir": d} for d in on_disk], lambda u: on_disk[u["dir"]], slots=6)
+    assert sum(1 for u in slices if u["dir"] == "orders-1") > 1  # the run below splits it
     whole = _quiet(spark, damaged, topic_config=conf, tasks=1).rows
     split = _quiet(spark, damaged, topic_config=conf, tasks=6).rows
     assert split.to_pylist() == whole.to_pylist()
