@@ -19,6 +19,7 @@ from kafkalog_core.log.checkpoints import (
     topic_id_for_name,
     topic_id_to_str,
 )
+from kafkalog_core.tools.check_logdir import check_log_dir
 from tests.jobs.ingest_helpers import (
     config_doc,
     read_root,
@@ -70,6 +71,9 @@ def test_two_roots_are_byte_identical_with_the_name_based_topic_id(spark, source
     assert sum(1 for k in snapshot(a) if k.endswith("partition.metadata")) == 3
     assert _topic_ids(a) == {topic_id_to_str(topic_id_for_name("events"))}
     assert topic_id_for_name("events") != topic_id_for_name("events2")
+    # what a broker would see: nothing to refuse or repair, only the broker's own root files
+    findings = [(f.severity, f.path) for f in check_log_dir(a).findings]
+    assert findings == [("note", "meta.properties"), ("note", ".kafka_cleanshutdown")]
 
 
 def test_a_given_topic_id_lands_in_every_partition(spark, source, tmp_path):
