@@ -65,10 +65,9 @@ def test_txn_index_entries_shift(tmp_path: Path) -> None:
     first = segment_log_files(d)[0]
     txn = first.with_suffix(".txnindex")
     txn.write_bytes(AbortedTxn(9, 3, 5, 6).to_bytes())
-    moved = rebase_segment(first, 100)
-    assert AbortedTxn.from_bytes(moved.with_suffix(".txnindex").read_bytes()) == AbortedTxn(
-        9, 103, 105, 106
-    )
+    moved = rebase_segments(segment_log_files(d), 10_000)[0]
+    shifted = AbortedTxn.from_bytes(moved.with_suffix(".txnindex").read_bytes())
+    assert shifted == AbortedTxn(9, 10_003, 10_005, 10_006)
 
 
 def test_a_move_onto_an_existing_file_is_refused(tmp_path: Path) -> None:
