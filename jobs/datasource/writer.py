@@ -229,21 +229,32 @@ def _checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
     return mapped
 
 
-def _settings(options: WriteOptions, topics: set[str]) -> WriterSettings:
-    configs = {t: options.log_config(t) for t in topics}
+class _PerTopic(dict):
+    """Topic -> value, computed on first use: a task meets its topics only in its rows."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, topic: str):
+        self[topic] = value = self._make(topic)
+        return value
+
+
+def _settings(options: WriteOptions) -> WriterSettings:
+    configs = _PerTopic(options.log_config)
     return WriterSettings(
         output_root=options.root,
         run_id=options.run_id,
         configs=configs,
-        batch_options={
-            t: batch_options_for(
-                c,
+        batch_options=_PerTopic(
+            lambda t: batch_options_for(
+                configs[t],
                 leader_epoch=LEADER_EPOCH,
                 now_ms=options.started_ms,
                 max_batch_bytes=DEFAULT_BATCH_BYTES,
             )
-            for t, c in configs.items()
-        },
+        ),
         leader_epoch=LEADER_EPOCH,
     )
 
@@ -268,27 +279,19 @@ class KafkaLogWriter(DataSourceArrowWriter):
         attempt = f"{context.stageId()}.{context.attemptNumber()}" if context else "0"
         rules = _rules(self.options, self.by_key)
         cache: dict[str, Any] = {}
-        seen_topics: set[str] = set()
-        mapped: list[pa.RecordBatch] = []
 
         def records() -> Iterator[pa.RecordBatch]:
             row = 0
             for batch in iterator:
                 if batch.num_rows == 0:
                     continue
-                out = _checked(
-                    map_batch(_mapping_input(batch, self.options, task_index, row), rules, cache)
-                )
+                source = _mapping_input(batch, self.options, task_index, row)
                 row += batch.num_rows
-                yield out.select(["topic", "partition", "key", "value", "timestamp", "headers"])
+                mapped = _checked(map_batch(source, rules, cache))
+                yield mapped.select(["topic", "partition", "key", "value", "timestamp", "headers"])
 
-        for batch in records():  # topics must be known to configure the writers
-            seen_topics.update(pc.unique(batch.column("topic")).to_pylist())
-            mapped.append(batch)
-        if not mapped:
-            return KafkaLogCommitMessage([])
-        settings = _settings(self.options, seen_topics)
-        manifests = write_task_direct(mapped, task_index, attempt, ProvisionalPlan(), settings)
+        settings = _settings(self.options)
+        manifests = write_task_direct(records(), task_index, attempt, ProvisionalPlan(), settings)
         return KafkaLogCommitMessage([m.to_json() for m in manifests])
 
     def commit(self, messages: list[KafkaLogCommitMessage | None]) -> None:
