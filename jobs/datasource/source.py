@@ -45,7 +45,11 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        raise WriteNotSupportedError(
-            'kafkalog: df.write.format("kafkalog") is not available yet; write log dirs with '
-            "the ingest job (./spark-submit.sh ingest)"
-        )
+        from jobs.datasource.writer import KafkaLogWriter, parse_write_options
+
+        if overwrite:
+            raise WriteNotSupportedError(
+                'kafkalog: mode("overwrite") is not supported: a Kafka log is append-only '
+                '(delete the log dir or write to a new one); use mode("append")'
+            )
+        return KafkaLogWriter(parse_write_options(self.options), "partition" in schema.fieldNames())

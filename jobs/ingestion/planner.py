@@ -24,7 +24,12 @@ class PlanError(KafkaLogError):
 
 @dataclass(frozen=True, slots=True)
 class RangeAssignment:
-    """One contiguous offset range of one partition, written by one Spark task."""
+    """One contiguous offset range of one partition, written by one Spark task.
+
+    A provisional assignment (`record_count` = PROVISIONAL, first offset 0) writes whatever the
+    task's rows hold; the driver moves the staged range into place at commit
+    (`commit.rebase_manifest`): the data-source writer, whose tasks cannot count first.
+    """
 
     topic: str
     partition: int
@@ -40,6 +45,24 @@ class RangeAssignment:
     @property
     def key(self) -> tuple[int, str, int]:
         return (self.task_index, self.topic, self.partition)
+
+
+PROVISIONAL = -1
+
+
+class ProvisionalPlan(Mapping):
+    """Every (task, topic, partition) gets a provisional range at offset 0 (range index = the
+    task index, which orders a partition's ranges at commit)."""
+
+    def __getitem__(self, key: tuple[int, str, int]) -> RangeAssignment:
+        task_index, topic, partition = key
+        return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL)
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 @dataclass(frozen=True, slots=True)

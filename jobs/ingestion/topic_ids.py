@@ -9,7 +9,7 @@ namespace), so two runs of the same input give byte-identical directories.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from jobs.ingestion.commit import StateMap
 from jobs.ingestion.config import IngestConfig
@@ -41,17 +41,20 @@ def resolve_topic_ids(
     config: IngestConfig, topics: Iterable[str], state: StateMap
 ) -> dict[str, str]:
     """The topic id of each topic of the run (see the module doc for the order)."""
+    configured = {t: spec.topic_id for t, spec in config.topics.items() if spec.topic_id}
+    return topic_ids_for(topics, state, configured)
+
+
+def topic_ids_for(
+    topics: Iterable[str], state: StateMap, configured: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Configured id, else an existing partition's, else the name-based id; per topic."""
     existing: dict[str, str] = {}
     for (topic, _), s in sorted(state.items()):
         if s.topic_id is not None:
             existing.setdefault(topic, s.topic_id)
-    ids = {}
-    for topic in sorted(set(topics)):
-        spec = config.topics.get(topic)
-        if spec is not None and spec.topic_id is not None:
-            ids[topic] = spec.topic_id
-        elif topic in existing:
-            ids[topic] = existing[topic]
-        else:
-            ids[topic] = topic_id_to_str(topic_id_for_name(topic))
-    return ids
+    given = configured or {}
+    return {
+        topic: given.get(topic) or existing.get(topic) or topic_id_to_str(topic_id_for_name(topic))
+        for topic in sorted(set(topics))
+    }

@@ -35,7 +35,7 @@ from jobs.ingestion.commit import (
     finalize_task_staging,
     task_staging_dir,
 )
-from jobs.ingestion.planner import RangeAssignment
+from jobs.ingestion.planner import PROVISIONAL, ProvisionalPlan, RangeAssignment
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
@@ -210,7 +210,8 @@ class _RangeWriter:
         a = self.assignment
         end = self.log.log_end_offset
         self.log.close(fsync=False)  # finalize_task_staging makes each file durable, once
-        if end != a.next_offset or self.records != a.record_count:
+        provisional = a.record_count == PROVISIONAL
+        if not provisional and (end != a.next_offset or self.records != a.record_count):
             raise KafkaLogError(
                 f"{a.topic}-{a.partition}: task wrote {self.records} records up to offset {end} "
                 f"but the plan expected {a.record_count} up to {a.next_offset} (the input "
@@ -225,8 +226,8 @@ class _RangeWriter:
             partition=a.partition,
             range_index=a.range_index,
             first_offset=a.first_offset,
-            next_offset=a.next_offset,
-            record_count=a.record_count,
+            next_offset=end if provisional else a.next_offset,
+            record_count=self.records if provisional else a.record_count,
             replaces=self.replaces,
             max_timestamp=self.max_timestamp,
             leader_epoch=self.settings.leader_epoch,
@@ -319,7 +320,7 @@ def _range_writer(
 ) -> _RangeWriter:
     """The writer of the plan's range `key` = (task index, topic, partition), in staging."""
     task_index, topic, partition = key
-    assignment = plan.get(key)
+    assignment = plan[key] if isinstance(plan, ProvisionalPlan) else plan.get(key)
     if assignment is None:
         raise KafkaLogError(
             f"task {task_index} found rows for {topic}-{partition} that the counting pass did "

@@ -20,6 +20,7 @@ from kafkalog_core.log.checkpoints import (
     fsync_dir,
 )
 from kafkalog_core.log.names import partition_dir_name
+from kafkalog_core.log.rebase import rebase_segments
 
 # --- names -------------------------------------------------------------------------------------
 JOURNAL_NAME = "publish-journal.json"
@@ -360,6 +361,31 @@ def finalize_task_staging(
     if write:
         write_manifest(manifest)
     return manifest
+
+
+def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int) -> TaskManifest:
+    """A range staged at provisional offsets, moved to where it lands in its partition: the
+    batches' base offsets and the file names shift (`kafkalog_core.log.rebase`), then the range
+    is finalized again (fsync, checksums) under its new offsets and range index."""
+    if manifest.replaces is not None:
+        raise ManifestError(f"{manifest.describe()}: a continued segment cannot move")
+    staging = Path(manifest.staging_dir)
+    logs = sorted(staging / f.name for f in manifest.files if f.name.endswith(".log"))
+    rebase_segments(logs, first_offset)
+    return finalize_task_staging(
+        staging,
+        run_id=manifest.run_id,
+        task_key=manifest.task_key,
+        attempt_id=manifest.attempt_id,
+        topic=manifest.topic,
+        partition=manifest.partition,
+        range_index=range_index,
+        first_offset=first_offset,
+        next_offset=first_offset + (manifest.next_offset - manifest.first_offset),
+        record_count=manifest.record_count,
+        max_timestamp=manifest.max_timestamp,
+        leader_epoch=manifest.leader_epoch,
+    )
 
 
 def copy_segment_for_continuation(

@@ -1,0 +1,348 @@
+"""`df.write.format("kafkalog")`: the Kafka sink's input, the ingest job's bytes and commit.
+
+Input columns as Spark's Kafka sink takes them: `value` (required), `key`, `topic`,
+`partition`, `headers`, `timestamp` (optional). The `topic` option overrides the column, as in
+Spark. kafkalog's own options mirror the ingest YAML: `topic_defaults.partitions`,
+`topic_defaults.config.<Kafka setting>`, `topics.<name>.partitions`,
+`topics.<name>.config.<Kafka setting>`, and `runId`.
+
+How a write goes. A task cannot know where its records land in a partition (Spark gives no
+counting pass before the write), so every task stages its share of each partition at offset 0,
+with the ingest job's own writer (`write_task_direct`: same encoder, same rolls and indexes).
+The driver's `commit` orders a partition's shares by task, moves each into place
+(`commit.rebase_manifest`: an 8-byte write per batch and new file names; the CRC does not cover
+the base offset) and publishes with the ingest job's protocol, under the root's run lock: an
+aborted or failed job publishes nothing, and a run id already committed is a no-op. Records of a
+partition keep the DataFrame's order within each task, tasks follow their partition index.
+
+Modes: `append` (the default here as for Spark's Kafka sink) continues existing partitions;
+`overwrite` is refused (a Kafka log is append-only: delete the root or write a new one);
+`errorifexists`/`ignore` are decided by Spark from `DefaultSource`'s capabilities.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from jobs.ingestion.arrow_mapping import map_batch
+from jobs.ingestion.commit import (
+    RunInfo,
+    TaskManifest,
+    cleanup_stale_staging,
+    plan_publish,
+    publish,
+    rebase_manifest,
+    recover_interrupted_publish,
+    scan_existing_state,
+    staging_root,
+)
+from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.lock import RunLock
+from jobs.ingestion.mapping import (
+    ERROR_COLUMN,
+    ORDER_COLUMN,
+    PARTITION_IN_COLUMN,
+    MappingRules,
+    TopicRules,
+)
+from jobs.ingestion.planner import ProvisionalPlan
+from jobs.ingestion.topic_ids import topic_ids_for
+from jobs.ingestion.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_task_direct
+from kafkalog_core.config import LogConfig
+from kafkalog_core.errors import ConfigError, InvalidRecordError
+from kafkalog_core.log.partition_log import batch_options_for
+
+LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
+_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The parsed options (small and picklable: shipped to every task)."""
+
+    root: str
+    run_id: str
+    topic: str | None
+    defaults: tuple[int, dict[str, Any]] | None  # (partitions, settings) for any topic
+    topics: dict[str, tuple[int, dict[str, Any]]]
+    started_ms: int
+
+    def log_config(self, topic: str) -> LogConfig:
+        partitions, settings = self.topics.get(topic) or self.defaults or (1, {})
+        return LogConfig.from_dict(settings)
+
+    def partitions(self, topic: str) -> int:
+        return (self.topics.get(topic) or self.defaults or (1, {}))[0]
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """The writer's options; an unknown or bad one is a ConfigError naming it."""
+    root = options.get("path")
+    if not root:
+        raise ConfigError('df.write.format("kafkalog") needs a path: .save("/data/kafka-logs")')
+    defaults: dict[str, Any] = {}
+    topics: dict[str, dict[str, Any]] = {}
+    partitions: dict[str | None, int] = {}
+    run_id = None
+    topic = None
+    for name, value in options.items():
+        lower = name.lower()
+        if lower == "path":
+            continue
+        if lower == "topic":
+            topic = value
+        elif lower == "runid":
+            run_id = value
+        elif lower == "topic_defaults.partitions":
+            partitions[None] = _count(name, value)
+        elif lower.startswith("topic_defaults.config."):
+            defaults[name[len("topic_defaults.config.") :]] = value
+        elif lower.startswith("topics."):
+            rest = name[len("topics.") :]
+            if rest.endswith(".partitions"):
+                partitions[rest[: -len(".partitions")]] = _count(name, value)
+            elif ".config." in rest:
+                topic_name, setting = rest.split(".config.", 1)
+                topics.setdefault(topic_name, {})[setting] = value
+            else:
+                raise ConfigError(f"unknown kafkalog write option {name!r}")
+        else:
+            raise ConfigError(
+                f"unknown kafkalog write option {name!r} (known: topic, runId, "
+                "topic_defaults.partitions, topic_defaults.config.<setting>, "
+                "topics.<name>.partitions, topics.<name>.config.<setting>)"
+            )
+    for name, settings in [("topic_defaults", defaults), *topics.items()]:
+        try:
+            LogConfig.from_dict(settings)
+        except ConfigError as e:
+            raise ConfigError(f"option {name}.config: {e}") from None
+    names = set(topics) | {t for t in partitions if t is not None}
+    per_topic = {
+        t: (partitions.get(t, partitions.get(None, 1)), {**defaults, **topics.get(t, {})})
+        for t in names
+    }
+    return WriteOptions(
+        root=str(Path(root).absolute()),
+        run_id=run_id or f"write-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{time.time_ns()}",
+        topic=topic,
+        defaults=(partitions.get(None, 1), defaults),
+        topics=per_topic,
+        started_ms=int(time.time() * 1000),
+    )
+
+
+def _count(name: str, value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        raise ConfigError(f"option {name}={value!r}: expected a partition count") from None
+    if count < 1:
+        raise ConfigError(f"option {name}={value!r}: a topic has at least one partition")
+    return count
+
+
+def _rules(options: WriteOptions, by_key: bool) -> MappingRules:
+    def rules(partitions: int, settings: dict[str, Any]) -> TopicRules:
+        config = LogConfig.from_dict(settings)
+        uncompressed = config.codec is None or int(config.codec) == 0
+        return TopicRules(
+            partitions=partitions,
+            compact=bool(config.compact),
+            log_append_time=config.message_timestamp_type == "LogAppendTime",
+            max_message_bytes=int(config.max_message_bytes) if uncompressed else None,
+        )
+
+    return MappingRules(
+        topics={t: rules(*spec) for t, spec in options.topics.items()},
+        defaults=None if options.defaults is None else rules(*options.defaults),
+        by_key=by_key,
+        null_keys="round_robin",
+    )
+
+
+def _as_bytes(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_binary(column.type):
+        return column
+    return column.cast(pa.binary())
+
+
+def _mapping_input(
+    batch: pa.RecordBatch, options: WriteOptions, task_index: int, first_row: int
+) -> pa.RecordBatch:
+    """The sink's columns as the mapping's input (topic, key, value, headers, timestamp ms)."""
+    n = batch.num_rows
+    names = batch.schema.names
+    if "value" not in names:
+        raise ConfigError('df.write.format("kafkalog") needs a "value" column (as the Kafka sink)')
+    if options.topic is not None:
+        topic = pa.array([options.topic] * n, pa.string())
+    elif "topic" in names:
+        topic = batch.column("topic").cast(pa.string())
+    else:
+        raise ConfigError('no topic: add a "topic" column or .option("topic", ...)')
+    key = _as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
+    value = _as_bytes(batch.column("value"))
+    if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer
+        stamps = batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+        timestamp = pc.fill_null(stamps, options.started_ms)
+    else:
+        timestamp = pa.array(np.full(n, options.started_ms, dtype=np.int64))
+    headers = (
+        batch.column("headers").cast(_HEADERS)
+        if "headers" in names
+        else pa.ListArray.from_arrays(
+            pa.array(np.zeros(n + 1, np.int32)), pa.array([], _HEADERS.value_type)
+        )
+    )
+    partition = (
+        batch.column("partition").cast(pa.int32())
+        if "partition" in names
+        else pa.nulls(n, pa.int32())
+    )
+    positions = (np.int64(task_index) << np.int64(33)) + np.arange(
+        first_row, first_row + n, dtype=np.int64
+    )
+    order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
+    return pa.RecordBatch.from_arrays(
+        [topic, key, value, headers, timestamp, partition, order],
+        names=["topic", "key", "value", "headers", "timestamp", PARTITION_IN_COLUMN, ORDER_COLUMN],
+    )
+
+
+def _checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
+    errors = mapped.column(ERROR_COLUMN)
+    if errors.null_count < len(errors):
+        first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise InvalidRecordError(f"invalid record: {errors[first].as_py()}")
+    return mapped
+
+
+class _PerTopic(dict):
+    """Topic -> value, computed on first use: a task meets its topics only in its rows."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, topic: str):
+        self[topic] = value = self._make(topic)
+        return value
+
+
+def _settings(options: WriteOptions) -> WriterSettings:
+    configs = _PerTopic(options.log_config)
+    return WriterSettings(
+        output_root=options.root,
+        run_id=options.run_id,
+        configs=configs,
+        batch_options=_PerTopic(
+            lambda t: batch_options_for(
+                configs[t],
+                leader_epoch=LEADER_EPOCH,
+                now_ms=options.started_ms,
+                max_batch_bytes=DEFAULT_BATCH_BYTES,
+            )
+        ),
+        leader_epoch=LEADER_EPOCH,
+    )
+
+
+@dataclass
+class KafkaLogCommitMessage(WriterCommitMessage):
+    manifests: list[str]  # TaskManifest JSON, one per (topic, partition) this task staged
+
+
+class KafkaLogWriter(DataSourceArrowWriter):
+    """Tasks stage at provisional offsets; `commit` moves them into place and publishes."""
+
+    def __init__(self, options: WriteOptions, has_partition_column: bool) -> None:
+        self.options = options
+        self.by_key = not has_partition_column
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task_index = context.partitionId() if context else 0
+        attempt = f"{context.stageId()}.{context.attemptNumber()}" if context else "0"
+        rules = _rules(self.options, self.by_key)
+        cache: dict[str, Any] = {}
+
+        def records() -> Iterator[pa.RecordBatch]:
+            row = 0
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                source = _mapping_input(batch, self.options, task_index, row)
+                row += batch.num_rows
+                mapped = _checked(map_batch(source, rules, cache))
+                yield mapped.select(["topic", "partition", "key", "value", "timestamp", "headers"])
+
+        settings = _settings(self.options)
+        manifests = write_task_direct(records(), task_index, attempt, ProvisionalPlan(), settings)
+        return KafkaLogCommitMessage([m.to_json() for m in manifests])
+
+    def commit(self, messages: list[KafkaLogCommitMessage | None]) -> None:
+        manifests = [
+            TaskManifest.from_json(text) for m in messages if m is not None for text in m.manifests
+        ]
+        commit_write(self.options, manifests)
+
+    def abort(self, messages: list[KafkaLogCommitMessage | None]) -> None:
+        import shutil
+
+        shutil.rmtree(staging_root(self.options.root, self.options.run_id), ignore_errors=True)
+
+
+def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
+    """Order each partition's staged shares by task, move them into place, publish."""
+    root = Path(options.root)
+    root.mkdir(parents=True, exist_ok=True)
+    with RunLock(root, options.run_id):
+        recover_interrupted_publish(root)
+        history = IngestHistory(root)
+        if history.find_run(options.run_id):
+            return  # this run id is committed already: a no-op, as for the ingest job
+        state = scan_existing_state(root)
+        by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
+        for m in manifests:
+            by_partition.setdefault((m.topic, m.partition), []).append(m)
+        placed = []
+        for tp, shares in sorted(by_partition.items()):
+            existing = state.get(tp)
+            offset = existing.log_end_offset if existing is not None else 0
+            for index, share in enumerate(sorted(shares, key=lambda m: m.range_index)):
+                moved = rebase_manifest(share, offset, index)
+                placed.append(moved)
+                offset = moved.next_offset
+        topics = {m.topic for m in placed}
+        info = RunInfo(
+            source="dataframe",
+            started_at_ms=options.started_ms,
+            description='df.write.format("kafkalog")',
+            topic_configs={
+                t: options.log_config(t).to_dict(non_default=True) for t in sorted(topics)
+            },
+        )
+        plan = plan_publish(
+            placed,
+            state,
+            output_root=root,
+            run_id=options.run_id,
+            run_info=info,
+            topic_ids=topic_ids_for(topics, state),
+        )
+        publish(plan)
+        cleanup_stale_staging(root, options.run_id)

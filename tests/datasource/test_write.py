@@ -1,0 +1,98 @@
+"""df.write.format("kafkalog"): the Kafka sink's columns in, the ingest job's commit and bytes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from kafkalog_core.partitioner import murmur2, to_positive
+from tests.datasource.helpers import oracle
+
+pytestmark = pytest.mark.spark
+
+ROWS = [
+    (
+        f"k{i % 17}".encode(),
+        f"value-{i}".encode(),
+        datetime(2024, 5, 1, 0, 0, i % 60, tzinfo=timezone.utc),
+    )
+    for i in range(240)
+]
+
+
+def _frame(spark, rows=ROWS, partitions: int = 3):
+    return spark.createDataFrame(rows, "key binary, value binary, timestamp timestamp").repartition(
+        partitions
+    )
+
+
+def _write(frame, root: Path, **options: str) -> None:
+    writer = frame.write.format("kafkalog").mode("append")
+    options = {"topic": "orders", "topics.orders.partitions": "3", **options}
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    writer.save(str(root))
+
+
+def _read(spark, root: Path):
+    return spark.read.format("kafkalog").option("subscribe", "orders").load(str(root))
+
+
+def test_write_then_read_back(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    _write(_frame(spark), root, runId="w1")
+    back = _read(spark, root).collect()
+    assert Counter((r.key, r.value) for r in back) == Counter((k, v) for k, v, _ in ROWS)
+    for r in back:  # murmur2 of the key, as the Java producer
+        assert r.partition == to_positive(murmur2(bytes(r.key))) % 3
+        assert r.topic == "orders"
+    for p in range(3):  # offsets dense from 0, as kafka-python decodes them from the files
+        offsets = [o for o, _, _, _ in oracle(root / f"orders-{p}")]
+        assert offsets == list(range(len(offsets)))
+    assert sum(len(oracle(root / f"orders-{p}")) for p in range(3)) == len(ROWS)
+    stamps = {r.value: r.timestamp for r in back}
+    assert stamps[b"value-5"] == datetime(2024, 5, 1, 0, 0, 5)
+
+
+def test_append_continues_and_a_committed_run_id_is_a_no_op(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    _write(_frame(spark), root, runId="a1")
+    _write(_frame(spark), root, runId="a1")  # a retry of a committed run: nothing happens
+    assert _read(spark, root).count() == len(ROWS)
+    _write(_frame(spark), root, runId="a2")
+    assert _read(spark, root).count() == 2 * len(ROWS)
+    for p in range(3):
+        offsets = [o for o, _, _, _ in oracle(root / f"orders-{p}")]
+        assert offsets == list(range(len(offsets)))
+
+
+def test_a_failed_write_publishes_nothing(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    rows = [(None if i == 100 else b"k", b"v", None) for i in range(200)]
+    frame = _frame(spark, rows)
+    with pytest.raises(Exception, match="null key on compacted topic"):
+        _write(frame, root, **{"topics.orders.config.cleanup.policy": "compact"})
+    assert not root.exists() or not any(p.name.startswith("orders-") for p in root.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"nonsense": "1"}, "unknown kafkalog write option 'nonsense'"),
+        ({"topics.orders.partitions": "zero"}, "expected a partition count"),
+        ({"topics.orders.config.retention.ms": "soon"}, "retention.ms"),
+    ],
+)
+def test_bad_options_name_the_option(spark, tmp_path: Path, options, match) -> None:
+    with pytest.raises(Exception, match=match):
+        _write(_frame(spark), tmp_path / "logs", **options)
+
+
+def test_overwrite_is_refused(spark, tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="append-only"):
+        _frame(spark).write.format("kafkalog").mode("overwrite").option("topic", "t").save(
+            str(tmp_path / "logs")
+        )
