@@ -4,7 +4,8 @@ Input columns as Spark's Kafka sink takes them: `value` (required), `key`, `topi
 `partition`, `headers`, `timestamp` (optional). The `topic` option overrides the column, as in
 Spark. kafkalog's own options mirror the ingest YAML: `topic_defaults.partitions`,
 `topic_defaults.config.<Kafka setting>`, `topics.<name>.partitions`,
-`topics.<name>.config.<Kafka setting>`, and `runId`.
+`topics.<name>.config.<Kafka setting>`, `topics.<name>.topic_id` (the target cluster's id;
+else an existing partition's, else derived from the name, as for ingest), and `runId`.
 
 How a write goes. A task cannot know where its records land in a partition (Spark gives no
 counting pass before the write), so every task stages its share of each partition at offset 0,
@@ -55,10 +56,11 @@ from jobs.ingestion.mapping import (
     TopicRules,
 )
 from jobs.ingestion.planner import ProvisionalPlan
-from jobs.ingestion.topic_ids import topic_ids_for
+from jobs.ingestion.topic_ids import check_configured_topic_ids, topic_ids_for
 from jobs.ingestion.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
-from kafkalog_core.errors import ConfigError, InvalidRecordError
+from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
+from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.partition_log import batch_options_for
 
 LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
@@ -75,6 +77,7 @@ class WriteOptions:
     defaults: tuple[int, dict[str, Any]] | None  # (partitions, settings) for any topic
     topics: dict[str, tuple[int, dict[str, Any]]]
     started_ms: int
+    topic_ids: dict[str, str]  # topics.<name>.topic_id: the target cluster's ids
 
     def log_config(self, topic: str) -> LogConfig:
         partitions, settings = self.topics.get(topic) or self.defaults or (1, {})
@@ -94,6 +97,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     partitions: dict[str | None, int] = {}
     run_id = None
     topic = None
+    topic_ids: dict[str, str] = {}
     for name, value in options.items():
         lower = name.lower()
         if lower == "path":
@@ -110,6 +114,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             rest = name[len("topics.") :]
             if rest.endswith(".partitions"):
                 partitions[rest[: -len(".partitions")]] = _count(name, value)
+            elif rest.endswith(".topic_id"):
+                topic_ids[rest[: -len(".topic_id")]] = _topic_id(name, value)
             elif ".config." in rest:
                 topic_name, setting = rest.split(".config.", 1)
                 topics.setdefault(topic_name, {})[setting] = value
@@ -119,7 +125,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             raise ConfigError(
                 f"unknown kafkalog write option {name!r} (known: topic, runId, "
                 "topic_defaults.partitions, topic_defaults.config.<setting>, "
-                "topics.<name>.partitions, topics.<name>.config.<setting>)"
+                "topics.<name>.partitions, topics.<name>.config.<setting>, topics.<name>.topic_id)"
             )
     for name, settings in [("topic_defaults", defaults), *topics.items()]:
         try:
@@ -138,7 +144,18 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         defaults=(partitions.get(None, 1), defaults),
         topics=per_topic,
         started_ms=int(time.time() * 1000),
+        topic_ids=topic_ids,
     )
+
+
+def _topic_id(name: str, value: str) -> str:
+    try:
+        parsed = topic_id_from_str(value)
+    except (KafkaLogError, ValueError) as e:
+        raise ConfigError(f"option {name}={value!r}: not a Kafka topic id ({e})") from None
+    if not is_usable_topic_id(parsed):
+        raise ConfigError(f"option {name}={value!r}: Kafka reserves this topic id")
+    return topic_id_to_str(parsed)
 
 
 def _count(name: str, value: str) -> int:
@@ -316,6 +333,7 @@ def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
         if history.find_run(options.run_id):
             return  # this run id is committed already: a no-op, as for the ingest job
         state = scan_existing_state(root)
+        check_configured_topic_ids(options.topic_ids, state)
         by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
         for m in manifests:
             by_partition.setdefault((m.topic, m.partition), []).append(m)
@@ -342,7 +360,7 @@ def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
             output_root=root,
             run_id=options.run_id,
             run_info=info,
-            topic_ids=topic_ids_for(topics, state),
+            topic_ids=topic_ids_for(topics, state, options.topic_ids),
         )
         publish(plan)
         cleanup_stale_staging(root, options.run_id)

@@ -25,15 +25,21 @@ class TopicIdMismatchError(IngestError):
 def check_topic_ids(config: IngestConfig, state: StateMap) -> None:
     """Refuse a run whose configured topic id differs from an existing partition's (before any
     write): overwriting it would make the broker refuse the partition, or worse, adopt it."""
+    configured = {t: spec.topic_id for t, spec in config.topics.items() if spec.topic_id}
+    check_configured_topic_ids(configured, state)
+
+
+def check_configured_topic_ids(configured: Mapping[str, str], state: StateMap) -> None:
+    """`check_topic_ids` for {topic: configured id} (the ingest config or write options)."""
     for (topic, partition), s in sorted(state.items()):
-        spec = config.topics.get(topic)
-        if spec is None or spec.topic_id is None or s.topic_id is None:
+        given = configured.get(topic)
+        if given is None or s.topic_id is None:
             continue
-        if s.topic_id != spec.topic_id:
+        if s.topic_id != given:
             raise TopicIdMismatchError(
                 f"{partition_dir_name(topic, partition)}/partition.metadata holds topic id "
-                f"{s.topic_id}, but topics.{topic}.topic_id is {spec.topic_id}: refusing to mix "
-                "two topics' data (ingest into another output root, or fix the setting)"
+                f"{s.topic_id}, but topics.{topic}.topic_id is {given}: refusing to mix "
+                "two topics' data (write into another output root, or fix the setting)"
             )
 
 

@@ -84,11 +84,29 @@ def test_a_failed_write_publishes_nothing(spark, tmp_path: Path) -> None:
         ({"nonsense": "1"}, "unknown kafkalog write option 'nonsense'"),
         ({"topics.orders.partitions": "zero"}, "expected a partition count"),
         ({"topics.orders.config.retention.ms": "soon"}, "retention.ms"),
+        ({"topics.orders.topic_id": "nope"}, "not a Kafka topic id"),
     ],
 )
 def test_bad_options_name_the_option(spark, tmp_path: Path, options, match) -> None:
     with pytest.raises(Exception, match=match):
         _write(_frame(spark), tmp_path / "logs", **options)
+
+
+def test_topic_id_option_lands_in_partition_metadata_and_a_mismatch_is_refused(
+    spark, tmp_path: Path
+) -> None:
+    from kafkalog_core.log.checkpoints import PartitionMetadataFile, new_topic_id, topic_id_to_str
+
+    root = tmp_path / "logs"
+    wanted = topic_id_to_str(new_topic_id())
+    _write(_frame(spark), root, **{"runId": "t1", "topics.orders.topic_id": wanted})
+    for p in range(3):
+        stored = PartitionMetadataFile(root / f"orders-{p}" / "partition.metadata").read()
+        assert topic_id_to_str(stored) == wanted
+    other = topic_id_to_str(new_topic_id())
+    with pytest.raises(Exception, match="holds topic id"):
+        _write(_frame(spark), root, **{"runId": "t2", "topics.orders.topic_id": other})
+    assert _read(spark, root).count() == len(ROWS)
 
 
 def test_overwrite_is_refused(spark, tmp_path: Path) -> None:
