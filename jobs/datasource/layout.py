@@ -25,6 +25,7 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.log.partition_log import offset_for_timestamp
 from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.record.batch import MAGIC_V2, Compression
 
 __all__ = [
     "ByteRange",
@@ -206,7 +207,12 @@ def _end_position(seg: LogSegment, end: int) -> int:
     if found is None:
         return seg.size
     header = next(seg.batches(found.position))
-    return found.position if header.base_offset >= end else found.position + found.size
+    # A magic 0/1 compressed wrapper carries its *last* inner offset: its first is unknown
+    # here, so it is read (and its rows filtered) rather than cut.
+    first_known = header.magic >= MAGIC_V2 or header.compression is Compression.NONE
+    if first_known and header.base_offset >= end:
+        return found.position
+    return found.position + found.size
 
 
 def _split(seg: LogSegment, first: int, last: int, split_bytes: int) -> Iterable[ByteRange]:
