@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
 from jobs.datasource import scan
-from jobs.datasource.options import parse_read_options
+from jobs.datasource.options import DataSourceOptionError, parse_read_options
 from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader
 from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.names import log_file_name
@@ -257,3 +257,31 @@ def test_timestamp_filter_skips_older_bytes_through_the_time_index(log_dir: Path
     )
     assert offsets == list(range(280, 300))
     assert sum(b - a for _, a, b in ranges) <= 0.2 * total
+
+
+def test_per_partition_timestamps_and_the_no_match_strategy(log_dir: Path) -> None:
+    expected = {p: oracle(log_dir / f"orders-{p}") for p in range(2)}
+    t_start = {0: BASE_TS + 10_000, 1: BASE_TS + 200_200}
+    t_end = {0: BASE_TS + 20_000, 1: BASE_TS + 10**9}  # partition 1: no record -> latest
+    offsets, _ = _read_in_process(
+        {
+            "path": str(log_dir),
+            "subscribe": "orders",
+            "startingOffsetsByTimestamp": f'{{"orders": {{"0": {t_start[0]}, "1": {t_start[1]}}}}}',
+            "endingOffsetsByTimestamp": f'{{"orders": {{"0": {t_end[0]}, "1": {t_end[1]}}}}}',
+        }
+    )
+    want = []
+    for p in range(2):
+        rows = expected[p]
+        start = next(o for o, ts, _, _ in rows if ts >= t_start[p])
+        end = next((o for o, ts, _, _ in rows if ts >= t_end[p]), rows[-1][0] + 1)
+        want += [o for o, _, _, _ in rows if start <= o < end]
+    assert sorted(offsets) == sorted(want)
+    assert len(offsets) == 10 + 99  # 10..19 and 201..299
+
+    late = {"path": str(log_dir), "subscribe": "other", "startingTimestamp": str(BASE_TS + 10**9)}
+    with pytest.raises(DataSourceOptionError, match="startingTimestamp"):
+        _read_in_process(late)
+    offsets, _ = _read_in_process({**late, "startingOffsetsByTimestampStrategy": "latest"})
+    assert offsets == []
