@@ -9,7 +9,8 @@ forgotten in memory: its segment is then scanned from the start, which is slower
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ __all__ = [
     "TransactionState",
     "list_partitions",
     "open_partitions",
+    "partition_views",
 ]
 
 SPLIT_BYTES = (
@@ -249,3 +251,16 @@ def open_partitions(
         for topic, partition in sorted(found)
         if subscription.matches(topic, partition)
     ]
+
+
+@contextmanager
+def partition_views(
+    root: str | os.PathLike[str], subscription: Subscription
+) -> Iterator[list[PartitionView]]:
+    """`open_partitions` whose segment handles are released when the block ends."""
+    views = open_partitions(root, subscription)
+    try:
+        yield views
+    finally:
+        for view in views:
+            view.close()
