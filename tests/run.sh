@@ -8,6 +8,6 @@ cd "$kafkalog_root"
 export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"
 export KAFKALOG_REQUIRE_NATIVE=1  # the install must have built the C encoder loops
-"$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench
-"$kafkalog_venv/bin/ruff" format --check --quiet kafkalog_core jobs tests bench
+"$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench pyspark_kafkalog
+"$kafkalog_venv/bin/ruff" format --check --quiet kafkalog_core jobs tests bench pyspark_kafkalog
 exec "$kafkalog_venv/bin/python" -m pytest "$@"
