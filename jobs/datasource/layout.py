@@ -92,10 +92,11 @@ class PartitionView:
         self.topic = topic
         self.partition = partition
         self.directory = directory
-        self.segments = [
+        opened = (
             _open_segment(directory, offset_from_file_name(p.name))
             for p in segment_log_files(directory)
-        ]
+        )
+        self.segments = [seg for seg in opened if seg is not None]
         first_base = self.segments[0].base_offset if self.segments else 0
         self.log_start_offset = max(first_base, log_start_checkpoint or 0)
         self._log_end_offset: int | None = None
@@ -180,8 +181,12 @@ class PartitionView:
             seg.release_handles()
 
 
-def _open_segment(directory: Path, base_offset: int) -> LogSegment:
-    seg = LogSegment(directory, base_offset)
+def _open_segment(directory: Path, base_offset: int) -> LogSegment | None:
+    """The segment with indexes it can trust, or None when retention removed it meanwhile."""
+    try:
+        seg = LogSegment(directory, base_offset, read_only=True)
+    except FileNotFoundError:
+        return None
     seg.offset_index.drop_padding()
     seg.time_index.drop_padding()
     if seg.indexes_look_valid() is not None or (seg.size and seg.time_index.entries == 0):

@@ -14,7 +14,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 from jobs.datasource import scan
 from jobs.datasource.options import DataSourceOptionError, parse_read_options
 from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader
-from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkalog_core.log.names import log_file_name
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
@@ -285,3 +285,26 @@ def test_per_partition_timestamps_and_the_no_match_strategy(log_dir: Path) -> No
         _read_in_process(late)
     offsets, _ = _read_in_process({**late, "startingOffsetsByTimestampStrategy": "latest"})
     assert offsets == []
+
+
+def test_a_segment_removed_after_planning_is_data_loss(log_dir: Path, tmp_path: Path) -> None:
+    shutil.copytree(log_dir / "orders-1", tmp_path / "orders-1")
+    options = {"path": str(tmp_path), "subscribe": "orders", "minPartitions": "50"}
+    reader = KafkaLogReader(parse_read_options(options))
+    packs = reader.partitions()
+    first_log = Path(packs[0].slices[0].log_path)
+    first_log.rename(first_log.with_suffix(".log.deleted"))  # what retention does
+    with pytest.raises(OffsetOutOfRangeError, match="removed since the read was planned"):
+        list(reader.read(packs[0]))
+    lenient = KafkaLogReader(parse_read_options({**options, "failOnDataLoss": "false"}))
+    with pytest.warns(UserWarning, match="removed"):
+        assert list(lenient.read(packs[0])) == []
+    # planned again, the listing no longer has that segment and the rest reads in full
+    offsets = [
+        o
+        for p in lenient.partitions()
+        for b in lenient.read(p)
+        for o in b.column("offset").to_pylist()
+    ]
+    kept = sorted(f for f in (tmp_path / "orders-1").glob("*.log"))
+    assert offsets and offsets[0] == int(kept[0].name.split(".")[0])
