@@ -9,7 +9,8 @@ forgotten in memory: its segment is then scanned from the start, which is slower
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.log.partition_log import offset_for_timestamp
 from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.record.batch import MAGIC_V2, Compression
 
 __all__ = [
     "ByteRange",
@@ -32,6 +34,7 @@ __all__ = [
     "TransactionState",
     "list_partitions",
     "open_partitions",
+    "partition_views",
 ]
 
 SPLIT_BYTES = (
@@ -89,10 +92,11 @@ class PartitionView:
         self.topic = topic
         self.partition = partition
         self.directory = directory
-        self.segments = [
+        opened = (
             _open_segment(directory, offset_from_file_name(p.name))
             for p in segment_log_files(directory)
-        ]
+        )
+        self.segments = [seg for seg in opened if seg is not None]
         first_base = self.segments[0].base_offset if self.segments else 0
         self.log_start_offset = max(first_base, log_start_checkpoint or 0)
         self._log_end_offset: int | None = None
@@ -177,8 +181,12 @@ class PartitionView:
             seg.release_handles()
 
 
-def _open_segment(directory: Path, base_offset: int) -> LogSegment:
-    seg = LogSegment(directory, base_offset)
+def _open_segment(directory: Path, base_offset: int) -> LogSegment | None:
+    """The segment with indexes it can trust, or None when retention removed it meanwhile."""
+    try:
+        seg = LogSegment(directory, base_offset, read_only=True)
+    except FileNotFoundError:
+        return None
     seg.offset_index.drop_padding()
     seg.time_index.drop_padding()
     if seg.indexes_look_valid() is not None or (seg.size and seg.time_index.entries == 0):
@@ -206,7 +214,12 @@ def _end_position(seg: LogSegment, end: int) -> int:
     if found is None:
         return seg.size
     header = next(seg.batches(found.position))
-    return found.position if header.base_offset >= end else found.position + found.size
+    # A magic 0/1 compressed wrapper carries its *last* inner offset: its first is unknown
+    # here, so it is read (and its rows filtered) rather than cut.
+    first_known = header.magic >= MAGIC_V2 or header.compression is Compression.NONE
+    if first_known and header.base_offset >= end:
+        return found.position
+    return found.position + found.size
 
 
 def _split(seg: LogSegment, first: int, last: int, split_bytes: int) -> Iterable[ByteRange]:
@@ -243,3 +256,16 @@ def open_partitions(
         for topic, partition in sorted(found)
         if subscription.matches(topic, partition)
     ]
+
+
+@contextmanager
+def partition_views(
+    root: str | os.PathLike[str], subscription: Subscription
+) -> Iterator[list[PartitionView]]:
+    """`open_partitions` whose segment handles are released when the block ends."""
+    views = open_partitions(root, subscription)
+    try:
+        yield views
+    finally:
+        for view in views:
+            view.close()

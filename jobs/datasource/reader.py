@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from jobs.datasource.filters import PushedBounds, push_filters
-from jobs.datasource.layout import open_partitions
+from jobs.datasource.layout import partition_views
 from jobs.datasource.options import ReadOptions
 from jobs.datasource.plan import plan_partitions, resolve_offsets
 from jobs.datasource.scan import SlicePack, read_pack
@@ -43,18 +43,15 @@ class KafkaLogReader(SliceReading, DataSourceReader):
         self.pushed = PushedBounds()
 
     def partitions(self) -> Sequence[InputPartition]:
-        views = open_partitions(self.options.path, self.options.subscription)
         try:
-            starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
-            ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
-            return plan_partitions(views, starts, ends, self.options, self.pushed)
+            with partition_views(self.options.path, self.options.subscription) as views:
+                starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
+                ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
+                return plan_partitions(views, starts, ends, self.options, self.pushed)
         except NotImplementedError as error:
             # Spark reads NotImplementedError from partitions() as "no partitioning" and would
             # silently read nothing: surface it instead.
             raise KafkaLogError(f"kafkalog: planning {self.options.path}: {error!r}") from error
-        finally:
-            for view in views:
-                view.close()
 
 
 class KafkaLogFilteringReader(KafkaLogReader):

@@ -8,6 +8,7 @@ aborted transactions and inside the pushed-down timestamp bounds, all with numpy
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
-from kafkalog_core.errors import CorruptRecordError, KafkaLogError
+from kafkalog_core.errors import CorruptRecordError, KafkaLogError, OffsetOutOfRangeError
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
@@ -112,6 +113,13 @@ def read_slice(
     """The slice's rows as Arrow record batches of the Kafka source schema."""
     if _read_hook is not None:
         _read_hook(piece.log_path, piece.start_position, piece.end_position)
+    if not os.path.exists(piece.log_path):
+        report_data_loss(
+            f"{piece.log_path}: removed since the read was planned (retention?)",
+            fail_on_data_loss,
+            OffsetOutOfRangeError,
+        )
+        return
     with mapped_file(piece.log_path) as view:
         end = min(piece.end_position, len(view))
         if end < piece.end_position:

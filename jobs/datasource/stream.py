@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from jobs.datasource.layout import PartitionView, open_partitions
+from jobs.datasource.layout import partition_views
 from jobs.datasource.options import (
     OffsetBound,
     ReadOptions,
@@ -54,31 +54,19 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
         self.options = options
         self._target: dict[TopicPartition, tuple[int, int]] | None = None  # AvailableNow's end
 
-    def _views(self) -> list[PartitionView]:
-        return open_partitions(self.options.path, self.options.subscription)
-
     def _ranges(self) -> dict[TopicPartition, tuple[int, int]]:
         """(log start offset, latest offset) of every subscribed partition, listed afresh."""
-        views = self._views()
-        try:
-            return {
-                v.topic_partition: (
-                    v.log_start_offset,
-                    v.latest_offset(self.options.read_committed),
-                )
-                for v in views
+        with partition_views(self.options.path, self.options.subscription) as views:
+            latest = {
+                v.topic_partition: v.latest_offset(self.options.read_committed) for v in views
             }
-        finally:
-            for view in views:
-                view.close()
+            return {
+                v.topic_partition: (v.log_start_offset, latest[v.topic_partition]) for v in views
+            }
 
     def initialOffset(self) -> dict:  # noqa: N802 (Spark's names)
-        views = self._views()
-        try:
+        with partition_views(self.options.path, self.options.subscription) as views:
             starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
-        finally:
-            for view in views:
-                view.close()
         return offsets_json(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
@@ -103,22 +91,18 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
-        views = [v for v in self._views() if v.topic_partition in finish]
-        try:
-            starts = {
-                v.topic_partition: begin.get(v.topic_partition, v.log_start_offset) for v in views
-            }
+        with partition_views(self.options.path, self.options.subscription) as listed:
+            views = [v for v in listed if v.topic_partition in finish]
+            starts = {}
             for view in views:
                 tp = view.topic_partition
+                starts[tp] = begin.get(tp, view.log_start_offset)
                 if starts[tp] < view.log_start_offset:  # deleted by retention meanwhile
                     lost = OffsetBound(
                         "offsets", per_partition={tp: starts[tp]}, option="checkpoint"
                     )
                     starts[tp] = resolve_offsets([view], lost, self.options, starting=True)[tp]
             return plan_partitions(views, starts, finish, self.options)
-        finally:
-            for view in views:
-                view.close()
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the log dir is read, never consumed."""

@@ -146,7 +146,9 @@ class LogSegment:
         file_suffix: str = "",
         created_ms: int | None = None,
         preallocate_bytes: int = 0,
+        read_only: bool = False,
     ) -> None:
+        """`read_only`: never create the .log (FileNotFoundError if it is gone), for readers."""
         self.dir = Path(dir)
         self.base_offset = int(base_offset)
         self.index_interval_bytes = int(index_interval_bytes)
@@ -167,6 +169,8 @@ class LogSegment:
         self._needs_fsync = False  # bytes or index entries written since the last fsync
         self._dirty = False  # bytes sit in the write buffer
         if not self.log_path.exists():
+            if read_only:
+                raise FileNotFoundError(f"segment {self.log_path} does not exist")
             with open(self.log_path, "wb"):
                 pass
         self._size = self.log_path.stat().st_size

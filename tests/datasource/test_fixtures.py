@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.datasource.options import parse_read_options
+from jobs.datasource.reader import KafkaLogReader
 from kafkalog_core.log.names import log_file_name
 from tests.datasource.helpers import oracle
 
@@ -41,3 +43,32 @@ def test_every_broker_blob_reads_as_kafka_python_decodes_it(
         expected = sorted((o, key, value) for o, _, key, value in oracle(d))
         assert got == expected, entry["file"]
         assert got, entry["file"]
+
+
+def test_ending_offset_inside_a_legacy_compressed_wrapper(
+    manifest: dict, fixtures_dir: Path, tmp_path: Path
+) -> None:
+    """A magic 1 gzip wrapper names its last inner offset: an end inside it keeps the rows below."""
+    d = tmp_path / "legacy-0"
+    d.mkdir()
+    blob = fixtures_dir / "batches/kafkago_v1c_v1c.records.bin"
+    (d / log_file_name(0)).write_bytes(blob.read_bytes())
+    everything = [offset for offset, _, _, _ in oracle(d)]
+    assert everything[:2] == [0, 1]  # the first wrapper holds offsets 0 and 1, named 1
+    for end in range(1, len(everything) + 1):
+        reader = KafkaLogReader(
+            parse_read_options(
+                {
+                    "path": str(tmp_path),
+                    "subscribe": "legacy",
+                    "endingOffsets": f'{{"legacy": {{"0": {end}}}}}',
+                }
+            )
+        )
+        got = [
+            o
+            for p in reader.partitions()
+            for b in reader.read(p)
+            for o in b.column("offset").to_pylist()
+        ]
+        assert got == [o for o in everything if o < end]

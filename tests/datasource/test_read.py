@@ -12,9 +12,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
 from jobs.datasource import scan
-from jobs.datasource.options import parse_read_options
+from jobs.datasource.options import DataSourceOptionError, parse_read_options
 from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader
-from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkalog_core.log.names import log_file_name
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
@@ -257,3 +257,54 @@ def test_timestamp_filter_skips_older_bytes_through_the_time_index(log_dir: Path
     )
     assert offsets == list(range(280, 300))
     assert sum(b - a for _, a, b in ranges) <= 0.2 * total
+
+
+def test_per_partition_timestamps_and_the_no_match_strategy(log_dir: Path) -> None:
+    expected = {p: oracle(log_dir / f"orders-{p}") for p in range(2)}
+    t_start = {0: BASE_TS + 10_000, 1: BASE_TS + 200_200}
+    t_end = {0: BASE_TS + 20_000, 1: BASE_TS + 10**9}  # partition 1: no record -> latest
+    offsets, _ = _read_in_process(
+        {
+            "path": str(log_dir),
+            "subscribe": "orders",
+            "startingOffsetsByTimestamp": f'{{"orders": {{"0": {t_start[0]}, "1": {t_start[1]}}}}}',
+            "endingOffsetsByTimestamp": f'{{"orders": {{"0": {t_end[0]}, "1": {t_end[1]}}}}}',
+        }
+    )
+    want = []
+    for p in range(2):
+        rows = expected[p]
+        start = next(o for o, ts, _, _ in rows if ts >= t_start[p])
+        end = next((o for o, ts, _, _ in rows if ts >= t_end[p]), rows[-1][0] + 1)
+        want += [o for o, _, _, _ in rows if start <= o < end]
+    assert sorted(offsets) == sorted(want)
+    assert len(offsets) == 10 + 99  # 10..19 and 201..299
+
+    late = {"path": str(log_dir), "subscribe": "other", "startingTimestamp": str(BASE_TS + 10**9)}
+    with pytest.raises(DataSourceOptionError, match="startingTimestamp"):
+        _read_in_process(late)
+    offsets, _ = _read_in_process({**late, "startingOffsetsByTimestampStrategy": "latest"})
+    assert offsets == []
+
+
+def test_a_segment_removed_after_planning_is_data_loss(log_dir: Path, tmp_path: Path) -> None:
+    shutil.copytree(log_dir / "orders-1", tmp_path / "orders-1")
+    options = {"path": str(tmp_path), "subscribe": "orders", "minPartitions": "50"}
+    reader = KafkaLogReader(parse_read_options(options))
+    packs = reader.partitions()
+    first_log = Path(packs[0].slices[0].log_path)
+    first_log.rename(first_log.with_suffix(".log.deleted"))  # what retention does
+    with pytest.raises(OffsetOutOfRangeError, match="removed since the read was planned"):
+        list(reader.read(packs[0]))
+    lenient = KafkaLogReader(parse_read_options({**options, "failOnDataLoss": "false"}))
+    with pytest.warns(UserWarning, match="removed"):
+        assert list(lenient.read(packs[0])) == []
+    # planned again, the listing no longer has that segment and the rest reads in full
+    offsets = [
+        o
+        for p in lenient.partitions()
+        for b in lenient.read(p)
+        for o in b.column("offset").to_pylist()
+    ]
+    kept = sorted(f for f in (tmp_path / "orders-1").glob("*.log"))
+    assert offsets and offsets[0] == int(kept[0].name.split(".")[0])
