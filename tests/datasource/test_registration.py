@@ -36,13 +36,15 @@ def test_pyspark_discovers_the_module_by_its_name() -> None:
 
 
 @pytest.mark.spark
-def test_register_and_the_write_side_refuses_clearly(spark, tmp_path: Path) -> None:
+def test_register_and_the_write_side_names_what_is_missing(spark, tmp_path: Path) -> None:
     pyspark_kafkalog.register(spark)  # harmless where auto-registration already happened
     assert pyspark_kafkalog.DefaultSource.name() == "kafkalog"
     assert issubclass(WriteNotSupportedError, KafkaLogError)
     df = spark.createDataFrame([(b"v",)], "value binary")
-    with pytest.raises(Exception, match="not available yet"):
+    with pytest.raises(Exception, match=r"no topic: add a \"topic\" column"):
         df.write.format("kafkalog").mode("append").save(str(tmp_path / "out"))
+    with pytest.raises(Exception, match="append-only"):
+        df.write.format("kafkalog").mode("overwrite").option("topic", "t").save(str(tmp_path))
 
 
 @pytest.mark.spark
