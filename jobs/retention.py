@@ -41,9 +41,9 @@ from jobs.maintenance.common import (
 from jobs.maintenance.report import write_report
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.log.cleaner_audit import read_high_watermarks
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
     segment_log_files,
 )
 from kafkalog_core.log.retention import (
@@ -151,10 +151,6 @@ def purge_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dic
     return task
 
 
-def _root_offsets(log_dir: Path, name: str) -> dict[tuple[str, int], int]:
-    return OffsetCheckpointFile(log_dir / name).read()
-
-
 def run(
     spark: SparkSession,
     log_dir: str,
@@ -183,7 +179,7 @@ def run(
     with maintenance_lock(root, run_id):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
-        high_watermarks = _root_offsets(root, REPLICATION_OFFSET_CHECKPOINT_FILE)
+        high_watermarks = read_high_watermarks(root)
         units = [_unit(r, configs[r.topic], start_offsets, high_watermarks) for r in refs]
         rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
         if apply:

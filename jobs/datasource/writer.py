@@ -34,7 +34,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from jobs.ingestion.arrow_mapping import map_batch
+from jobs.ingestion.arrow_mapping import (
+    HEADERS_TYPE,
+    as_bytes,
+    checked,
+    int32_partitions,
+    map_batch,
+    mapping_input,
+    no_headers,
+)
 from jobs.ingestion.commit import (
     RunInfo,
     TaskManifest,
@@ -49,9 +57,6 @@ from jobs.ingestion.commit import (
 from jobs.ingestion.history import IngestHistory
 from jobs.ingestion.lock import RunLock
 from jobs.ingestion.mapping import (
-    ERROR_COLUMN,
-    ORDER_COLUMN,
-    PARTITION_IN_COLUMN,
     MappingRules,
     TopicRules,
 )
@@ -59,12 +64,11 @@ from jobs.ingestion.planner import ProvisionalPlan
 from jobs.ingestion.topic_ids import check_configured_topic_ids, topic_ids_for
 from jobs.ingestion.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
-from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
+from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.partition_log import batch_options_for
 
 LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
-_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 @dataclass(frozen=True)
@@ -187,14 +191,6 @@ def _rules(options: WriteOptions, by_key: bool) -> MappingRules:
     )
 
 
-def _as_bytes(column: pa.Array) -> pa.Array:
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return column.cast(pa.binary())
-    if pa.types.is_binary(column.type):
-        return column
-    return column.cast(pa.binary())
-
-
 def _mapping_input(
     batch: pa.RecordBatch, options: WriteOptions, task_index: int, first_row: int
 ) -> pa.RecordBatch:
@@ -209,41 +205,29 @@ def _mapping_input(
         topic = batch.column("topic").cast(pa.string())
     else:
         raise ConfigError('no topic: add a "topic" column or .option("topic", ...)')
-    key = _as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
-    value = _as_bytes(batch.column("value"))
+    key = as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
+    value = as_bytes(batch.column("value"))
     if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer
         stamps = batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
         timestamp = pc.fill_null(stamps, options.started_ms)
     else:
         timestamp = pa.array(np.full(n, options.started_ms, dtype=np.int64))
-    headers = (
-        batch.column("headers").cast(_HEADERS)
-        if "headers" in names
-        else pa.ListArray.from_arrays(
-            pa.array(np.zeros(n + 1, np.int32)), pa.array([], _HEADERS.value_type)
-        )
+    return mapping_input(
+        {
+            "topic": topic,
+            "key": key,
+            "value": value,
+            "headers": batch.column("headers").cast(HEADERS_TYPE)
+            if "headers" in names
+            else no_headers(n),
+            "timestamp": timestamp,
+            "partition": int32_partitions(batch.column("partition"))
+            if "partition" in names
+            else pa.nulls(n, pa.int32()),
+        },
+        task_index,
+        first_row,
     )
-    partition = (
-        batch.column("partition").cast(pa.int32())
-        if "partition" in names
-        else pa.nulls(n, pa.int32())
-    )
-    positions = (np.int64(task_index) << np.int64(33)) + np.arange(
-        first_row, first_row + n, dtype=np.int64
-    )
-    order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
-    return pa.RecordBatch.from_arrays(
-        [topic, key, value, headers, timestamp, partition, order],
-        names=["topic", "key", "value", "headers", "timestamp", PARTITION_IN_COLUMN, ORDER_COLUMN],
-    )
-
-
-def _checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
-    errors = mapped.column(ERROR_COLUMN)
-    if errors.null_count < len(errors):
-        first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
-        raise InvalidRecordError(f"invalid record: {errors[first].as_py()}")
-    return mapped
 
 
 class _PerTopic(dict):
@@ -304,7 +288,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
                     continue
                 source = _mapping_input(batch, self.options, task_index, row)
                 row += batch.num_rows
-                mapped = _checked(map_batch(source, rules, cache))
+                mapped = checked(map_batch(source, rules, cache))
                 yield mapped.select(["topic", "partition", "key", "value", "timestamp", "headers"])
 
         settings = _settings(self.options)

@@ -16,16 +16,78 @@ import pyarrow.compute as pc
 
 from jobs.ingestion.mapping import (
     ERROR_COLUMN,
+    ERROR_PREFIX,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     RECORD_COLUMNS,
     MappingRules,
     TopicRules,
 )
+from kafkalog_core.errors import InvalidRecordError
 from kafkalog_core.partitioner import partition_for_keys
 from kafkalog_core.record.batch import INT32_MAX, RECORD_BATCH_OVERHEAD
 
-__all__ = ["map_batch"]
+__all__ = [
+    "HEADERS_TYPE",
+    "as_bytes",
+    "checked",
+    "int32_partitions",
+    "map_batch",
+    "mapping_input",
+    "no_headers",
+]
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def as_bytes(column: pa.Array) -> pa.Array:
+    """A key or value column as Kafka bytes (strings as their UTF-8)."""
+    if pa.types.is_string(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.large_binary())
+    return column
+
+
+def no_headers(n: int) -> pa.Array:
+    """`n` empty header lists."""
+    return pa.ListArray.from_arrays(
+        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], HEADERS_TYPE.value_type)
+    )
+
+
+def int32_partitions(column: pa.Array) -> pa.Array:
+    """The partition column as int (Spark's ANSI cast fails on values outside int)."""
+    values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
+    if outside.size:
+        raise InvalidRecordError(f"partition {int(values[outside[0]])} does not fit an int")
+    return column.cast(pa.int32())
+
+
+def mapping_input(columns: dict[str, pa.Array], task_index: int, first_row: int) -> pa.RecordBatch:
+    """Stage 2's input from topic/key/value/headers/timestamp (ms)/partition columns, with the
+    row order Spark's `_prepare` gives: like monotonically_increasing_id, the task in the upper
+    31 bits, the row in the lower 33."""
+    n = len(columns["topic"])
+    positions = (np.int64(task_index) << np.int64(33)) + np.arange(
+        first_row, first_row + n, dtype=np.int64
+    )
+    order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
+    names = ["topic", "key", "value", "headers", "timestamp"]
+    return pa.RecordBatch.from_arrays(
+        [*(columns[name] for name in names), columns["partition"], order],
+        names=[*names, PARTITION_IN_COLUMN, ORDER_COLUMN],
+    )
+
+
+def checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
+    """Raise the first row's error, as the mapping's Spark SQL `raise_error` would."""
+    errors = mapped.column(ERROR_COLUMN)
+    if errors.null_count < len(errors):
+        first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise InvalidRecordError(f"{ERROR_PREFIX}{errors[first].as_py()}")
+    return mapped
 
 
 def _varint_size(values: np.ndarray) -> np.ndarray:

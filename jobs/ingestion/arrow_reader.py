@@ -35,19 +35,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.ingestion.arrow_mapping import map_batch
+from jobs.ingestion.arrow_mapping import (
+    as_bytes,
+    checked,
+    int32_partitions,
+    map_batch,
+    mapping_input,
+    no_headers,
+)
 from jobs.ingestion.config import FieldMapping, IngestConfig
 from jobs.ingestion.mapping import (
-    ERROR_COLUMN,
-    ERROR_PREFIX,
-    ORDER_COLUMN,
-    PARTITION_IN_COLUMN,
     MappingRules,
     mapping_rules,
 )
 from jobs.ingestion.planner import OffsetPlan
 from jobs.ingestion.writer import WriterSettings, write_task_direct
-from kafkalog_core.errors import InvalidRecordError
 from kafkalog_core.partitioner import partition_for_keys
 
 if TYPE_CHECKING:
@@ -69,7 +71,6 @@ DRIVER_COUNT_MAX_BYTES = 256 << 20
 # when files are packed into tasks (so many small files do not all land in one task).
 OPEN_COST_BYTES = 4 << 20
 _MS_PER_DAY = 86_400_000
-_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 @dataclass(frozen=True)
@@ -342,14 +343,6 @@ def _batches(
         )
 
 
-def _as_bytes(column: pa.Array) -> pa.Array:
-    if pa.types.is_string(column.type):
-        return column.cast(pa.binary())
-    if pa.types.is_large_string(column.type):
-        return column.cast(pa.large_binary())
-    return column
-
-
 def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:
     a, b = columns.timestamp_factor
     if columns.timestamp_kind == "date":
@@ -374,12 +367,12 @@ def _mapping_input(
         topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
     names = batch.schema.names  # the counting pass reads only the partitioning columns
     key = (
-        _as_bytes(batch.column(columns.key_column))
+        as_bytes(batch.column(columns.key_column))
         if columns.key_column in names
         else pa.nulls(n, pa.binary())
     )
     value = (
-        _as_bytes(batch.column(columns.value_column))
+        as_bytes(batch.column(columns.value_column))
         if columns.value_column in names
         else pa.nulls(n, pa.binary())
     )
@@ -394,37 +387,19 @@ def _mapping_input(
     if columns.partition_column is None:
         partition = pa.nulls(n, pa.int32())
     else:
-        partition = _int32_partitions(batch.column(columns.partition_column))
-    headers = pa.ListArray.from_arrays(
-        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], _HEADERS_TYPE.value_type)
+        partition = int32_partitions(batch.column(columns.partition_column))
+    return mapping_input(
+        {
+            "topic": topic,
+            "key": key,
+            "value": value,
+            "headers": no_headers(n),
+            "timestamp": timestamp,
+            "partition": partition,
+        },
+        task_index,
+        first_row,
     )
-    # Like monotonically_increasing_id: the task in the upper 31 bits, the row in the lower 33.
-    positions = (np.int64(task_index) << np.int64(33)) + np.arange(
-        first_row, first_row + n, dtype=np.int64
-    )
-    order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
-    return pa.RecordBatch.from_arrays(
-        [topic, key, value, headers, timestamp, partition, order],
-        names=["topic", "key", "value", "headers", "timestamp", PARTITION_IN_COLUMN, ORDER_COLUMN],
-    )
-
-
-def _int32_partitions(column: pa.Array) -> pa.Array:
-    """The partition column as int (Spark's ANSI cast fails on values outside int)."""
-    values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
-    if outside.size:
-        raise InvalidRecordError(f"partition {int(values[outside[0]])} does not fit an int")
-    return column.cast(pa.int32())
-
-
-def _checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
-    """Raise the first row's error, as the mapping's Spark SQL `raise_error` would."""
-    errors = mapped.column(ERROR_COLUMN)
-    if errors.null_count < len(errors):
-        first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
-        raise InvalidRecordError(f"{ERROR_PREFIX}{errors[first].as_py()}")
-    return mapped
 
 
 def mapped_batches(
@@ -434,7 +409,7 @@ def mapped_batches(
     cache: dict[str, Any] = {}
     row = 0
     for batch in _batches(task, columns.names):
-        mapped = _checked(map_batch(_mapping_input(batch, columns, task_index, row), rules, cache))
+        mapped = checked(map_batch(_mapping_input(batch, columns, task_index, row), rules, cache))
         row += batch.num_rows
         yield mapped.select(["topic", "partition", "key", "value", "timestamp"])
 
@@ -464,7 +439,7 @@ def count_task_files(
         if by_key is not None and batch.column(columns.key_column).null_count == 0:
             # Every row is placed by its key alone: no mapping input, no per-row rules.
             topic, partitions = by_key
-            placed = partition_for_keys(_as_bytes(batch.column(columns.key_column)), partitions)
+            placed = partition_for_keys(as_bytes(batch.column(columns.key_column)), partitions)
             hits = np.bincount(placed, minlength=partitions)
             for p in np.flatnonzero(hits).tolist():
                 counts[(topic, p)] = counts.get((topic, p), 0) + int(hits[p])
