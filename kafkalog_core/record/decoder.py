@@ -4,7 +4,9 @@ Why it is shaped this way: a v2 records area (§1.3) can only be walked sequenti
 each record's length varint says where the next one starts. So the Python part per record is
 reduced to chasing that one varint (`_record_starts`, which even switches to a vectorized
 stride guess while consecutive records have the same size). Everything else is decoded for all
-records of many batches at once with numpy, and keys/values become Arrow arrays through a
+records of many batches at once with numpy. When the optional C extension
+(`kafkalog_core._native_decode`) is built, one C pass finds every record's field positions
+instead and the numpy walk only runs to name the problem of a group the C pass refused, and keys/values become Arrow arrays through a
 zero-copy `binary_view` over the records bytes that Arrow then compacts to `binary` in C++.
 
 Validation is strict and typed: anything malformed is a `CorruptRecordError` naming the batch
@@ -23,6 +25,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.native import decode_module
 from kafkalog_core.record.batch import (
     CONTROL_MASK,
     INT32_MAX,
@@ -514,8 +517,39 @@ class _Parsed:
     size: np.ndarray  # encoded bytes of each record: length varint + body
 
 
-def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit: int) -> _Parsed:
-    """Decode every field of the records starting at `starts` (one pass, no per-record Python)."""
+@dataclass(slots=True)
+class _Fields:
+    """Where each record's fields lie in the records bytes (one row per record)."""
+
+    start: np.ndarray
+    size: np.ndarray  # length varint + body
+    timestamp_delta: np.ndarray
+    offset_delta: np.ndarray
+    key_pos: np.ndarray
+    key_len: np.ndarray  # -1 = null
+    value_pos: np.ndarray
+    value_len: np.ndarray
+    headers_pos: np.ndarray  # after headersCount
+    headers_count: np.ndarray
+
+
+def _native_fields(
+    data: bytes | memoryview, regions: np.ndarray, counts: np.ndarray
+) -> _Fields | None:
+    """The C walk of every records area; None when it is not built or refuses a batch."""
+    if decode_module is None:
+        return None
+    room = (regions[1::2] - regions[0::2]) // MIN_RECORD_SIZE
+    if (counts > room).any():  # a count that cannot fit: never allocate for it
+        return None
+    out = np.empty((decode_module.FIELDS, int(counts.sum())), np.int64)
+    if decode_module.record_fields(data, regions, counts, out) >= 0:
+        return None  # malformed somewhere: the numpy walk names the problem
+    return _Fields(*out)
+
+
+def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
+    """The numpy walk: each field of every record, field by field across records."""
     n = starts.shape[0]
     length, lsize = _varints(arr, starts, limit, 5)
     record_end = starts + lsize + length
@@ -544,15 +578,9 @@ def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit
     pos += s
     _check(count >= 0, "negative headers count")
     _check(count <= record_end - pos, "headers count larger than the remaining record bytes")
-    total_headers = int(count.sum()) if n else 0
-    if total_headers:
-        headers = _parse_headers(arr, buffer, pos, count, record_end, limit, total_headers)
-        pos = headers[1]
-        header_array = headers[0]
-    else:
-        header_array = pa.ListArray.from_arrays(
-            pa.array(np.zeros(n + 1, np.int32)), pa.array([], HEADER_STRUCT_TYPE)
-        )
+    headers_pos = pos
+    if n and int(count.sum()):
+        pos = _parse_headers(arr, None, pos, count, record_end, limit, int(count.sum()))[1]
     if not np.array_equal(pos, record_end):
         bad = int(np.flatnonzero(pos != record_end)[0])
         raise _Corrupt(
@@ -560,9 +588,36 @@ def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit
             f"record length mismatch: declared {int(length[bad])} bytes, fields take "
             f"{int(pos[bad] - starts[bad] - lsize[bad])}",
         )
-    key = _binary_from_spans(arr, buffer, key_pos, key_len)
-    value = _binary_from_spans(arr, buffer, value_pos, value_len)
-    return _Parsed(offset_delta, ts_delta, key, value, header_array, record_end - starts)
+    return _Fields(
+        starts,
+        record_end - starts,
+        ts_delta,
+        offset_delta,
+        key_pos,
+        key_len,
+        value_pos,
+        value_len,
+        headers_pos,
+        count,
+    )
+
+
+def _columns(arr: np.ndarray, buffer: pa.Buffer, f: _Fields, limit: int) -> _Parsed:
+    """Arrow key, value and headers columns from the records' field positions."""
+    n = f.start.shape[0]
+    total_headers = int(f.headers_count.sum()) if n else 0
+    if total_headers:
+        record_end = f.start + f.size
+        header_array, _ = _parse_headers(
+            arr, buffer, f.headers_pos, f.headers_count, record_end, limit, total_headers
+        )
+    else:
+        header_array = pa.ListArray.from_arrays(
+            pa.array(np.zeros(n + 1, np.int32)), pa.array([], HEADER_STRUCT_TYPE)
+        )
+    key = _binary_from_spans(arr, buffer, f.key_pos, f.key_len)
+    value = _binary_from_spans(arr, buffer, f.value_pos, f.value_len)
+    return _Parsed(f.offset_delta, f.timestamp_delta, key, value, header_array, f.size)
 
 
 def _check(ok: np.ndarray, problem: str) -> None:
@@ -572,14 +627,18 @@ def _check(ok: np.ndarray, problem: str) -> None:
 
 def _parse_headers(
     arr: np.ndarray,
-    buffer: pa.Buffer,
+    buffer: pa.Buffer | None,
     pos: np.ndarray,
     count: np.ndarray,
     record_end: np.ndarray,
     limit: int,
     total: int,
-) -> tuple[pa.Array, np.ndarray]:
-    """Headers of all records, decoded header-index by header-index across records."""
+) -> tuple[pa.Array | None, np.ndarray]:
+    """Headers of all records, decoded header-index by header-index across records.
+
+    Returns the headers column and where each record's headers end; with `buffer` None only
+    walks (the column is None).
+    """
     pos = pos.copy()
     list_offsets = np.zeros(count.shape[0] + 1, np.int64)
     np.cumsum(count, out=list_offsets[1:])
@@ -615,6 +674,8 @@ def _parse_headers(
                 int(rows[np.argmax(p > end)]), "header value runs past the end of its record"
             )
         pos[rows] = p
+    if buffer is None:
+        return None, pos
     keys = _binary_from_spans(arr, buffer, hk_pos, hk_len, string=True)
     try:
         keys.validate(full=True)
@@ -671,13 +732,17 @@ def _decode_v2_group_fast(
             at += len(chunk)
     arr = np.frombuffer(data, np.uint8)
     buffer = pa.py_buffer(data)
-    starts_list = []
-    counts = np.empty(len(headers), np.int64)
-    for k, (h, (lo, hi)) in enumerate(zip(headers, regions, strict=True)):
-        starts_list.append(_record_starts(data, arr, lo, hi, h.records_count))
-        counts[k] = h.records_count
-    starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
-    parsed = _parse_records(arr, buffer, starts, arr.shape[0])
+    counts = np.array([h.records_count for h in headers], np.int64)
+    fields = _native_fields(data, np.array(regions, np.int64).reshape(-1), counts)
+    if fields is None:  # no C extension, or a malformed batch: the numpy walk
+        starts_list = [
+            _record_starts(data, arr, lo, hi, h.records_count)
+            for h, (lo, hi) in zip(headers, regions, strict=True)
+        ]
+        starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
+        fields = _walk_fields(arr, starts, arr.shape[0])
+    parsed = _columns(arr, buffer, fields, arr.shape[0])
+    starts = fields.start
 
     base_offsets = np.array([h.base_offset for h in headers], np.int64)
     base_ts = np.array([h.base_timestamp for h in headers], np.int64)
