@@ -28,7 +28,11 @@ from jobs.ingestion.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import KafkaLogError, LogDirError
-from kafkalog_core.log.names import parse_partition_dir_name
+from kafkalog_core.log.names import (
+    offset_from_file_name,
+    parse_partition_dir_name,
+    segment_log_files,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -196,6 +200,47 @@ def run_units(
     except Exception as error:  # a Spark failure: surface our own error line if any
         raise MaintenanceError(str(task_error(error))) from None
     return rows.cast(schema) if rows.num_rows else schema.empty_table()
+
+
+# ---- segment sizes: the weights of the work units ------------------------------------------
+DRIVER_LISTING_LIMIT = 256  # partition dirs the driver lists itself; more: a pass in the tasks
+SIZE_SCHEMA = pa.schema([("dir", pa.string()), ("base_offset", pa.int64()), ("bytes", pa.int64())])
+
+
+def segment_sizes(
+    spark: SparkSession,
+    root: Path,
+    units: Sequence[Unit],
+    *,
+    tasks: int | None = None,
+    driver_limit: int = DRIVER_LISTING_LIMIT,
+) -> dict[str, list[tuple[int, int]]]:
+    """(base offset, bytes) of every .log of each unit's partition dir, in offset order.
+
+    A few hundred dirs are listed on the driver (a scandir each costs far less than the
+    ~0.25 s a Spark job takes to start); a root of thousands goes through a pass in the tasks,
+    so the driver never walks it serially.
+    """
+    if len(units) <= driver_limit:
+        return {u["dir"]: _segment_sizes(root / u["dir"]) for u in units}
+
+    def task(unit: Unit) -> list[dict[str, Any]]:
+        return [
+            {"dir": unit["dir"], "base_offset": base, "bytes": size}
+            for base, size in _segment_sizes(root / unit["dir"])
+        ]
+
+    rows = run_units(spark, units, task, SIZE_SCHEMA, tasks=tasks)
+    segments: dict[str, list[tuple[int, int]]] = {u["dir"]: [] for u in units}
+    for row in rows.sort_by("base_offset").to_pylist():
+        segments[row["dir"]].append((row["base_offset"], row["bytes"]))
+    return segments
+
+
+def _segment_sizes(partition_dir: Path) -> list[tuple[int, int]]:
+    return [
+        (offset_from_file_name(p.name), p.stat().st_size) for p in segment_log_files(partition_dir)
+    ]
 
 
 # ---- run ids, "now", the lock --------------------------------------------------------------

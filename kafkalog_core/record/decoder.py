@@ -17,11 +17,12 @@ batch is then re-parsed alone to produce a precise message).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
 from kafkalog_core.errors import CorruptRecordError
@@ -49,6 +50,7 @@ from kafkalog_core.record.schema import (
     HEADERS_TYPE,
     RECORD_SCHEMA,
     RECORD_SIZE_FIELD,
+    VALUE_SIZE_FIELD,
 )
 from kafkalog_core.record.varint import decode_varint, encode_varint
 
@@ -68,6 +70,7 @@ MIN_RECORD_SIZE = 1 + MIN_RECORD_BODY
 _MAX_GROUP_BYTES = 1 << 30  # keeps every position of one vectorized pass inside int32 views
 _SPECULATE_AFTER = 8  # equal-size records in a row before guessing the rest by stride
 _INLINE = 12  # binary_view stores values of up to 12 bytes inline
+_VALUE_SIZE_SCHEMA = RECORD_SCHEMA.set(RECORD_SCHEMA.get_field_index("value"), VALUE_SIZE_FIELD)
 
 
 class _Corrupt(Exception):
@@ -211,12 +214,18 @@ def decode_records(
     verify: bool = True,
     include_control: bool = False,
     with_sizes: bool = False,
+    values: bool = True,
+    headers: Iterable[BatchHeader] | None = None,
 ) -> pa.Table:
     """Every record of every batch in `buf[start:end]` (v2 and legacy mixed) as one table.
 
     Consecutive v2 batches are decoded in one vectorized pass. Control batches (transaction
     markers) are left out unless `include_control`, as a consumer would. `with_sizes` adds
     the `record_size` column (RECORD_SIZE_FIELD): what the compaction audit counts as freed.
+    `values=False` gives `value_size` (VALUE_SIZE_FIELD, -1 = null) in place of the `value`
+    column, for readers that only ask whether a value is there (no copy of the value bytes).
+    `headers` are the batches of `buf[start:end]` when the caller has already walked them
+    (iter_batch_headers with the same `verify`), to save a second walk.
     """
     view = memoryview(buf)
     if view.ndim != 1 or view.itemsize != 1:
@@ -228,11 +237,13 @@ def decode_records(
     def flush() -> None:
         nonlocal group_bytes
         if group:
-            parts.append(_decode_v2_group(view, group, with_sizes=with_sizes))
+            parts.append(_decode_v2_group(view, group, with_sizes=with_sizes, values=values))
             group.clear()
             group_bytes = 0
 
-    for header in iter_batch_headers(view, start=start, end=end, verify=verify):
+    if headers is None:
+        headers = iter_batch_headers(view, start=start, end=end, verify=verify)
+    for header in headers:
         if header.magic >= MAGIC_V2:
             if header.is_control and not include_control:
                 continue
@@ -242,12 +253,12 @@ def decode_records(
             group_bytes += header.size
         else:
             flush()
-            parts.append(decode_legacy_entry(view, header, verify=verify, with_sizes=with_sizes))
+            entry = decode_legacy_entry(view, header, verify=verify, with_sizes=with_sizes)
+            parts.append(entry if values else _value_sizes(entry))
     flush()
     if not parts:
-        if with_sizes:
-            return RECORD_SCHEMA.append(RECORD_SIZE_FIELD).empty_table()
-        return RECORD_SCHEMA.empty_table()
+        schema = RECORD_SCHEMA if values else _value_sizes(RECORD_SCHEMA.empty_table()).schema
+        return (schema.append(RECORD_SIZE_FIELD) if with_sizes else schema).empty_table()
     if len(parts) == 1:
         return parts[0]
     return pa.concat_tables(parts)
@@ -256,6 +267,13 @@ def decode_records(
 # ---------------------------------------------------------------------------------------------
 # v2 decoding
 # ---------------------------------------------------------------------------------------------
+
+
+def _value_sizes(table: pa.Table) -> pa.Table:
+    """`value` replaced by its byte length (-1 for null) in the same position."""
+    at = table.schema.get_field_index("value")
+    sizes = pc.fill_null(pc.binary_length(table.column("value")), -1).cast(pa.int32())
+    return table.set_column(at, VALUE_SIZE_FIELD, sizes)
 
 
 def _where(h: BatchHeader) -> str:
@@ -602,8 +620,10 @@ def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
     )
 
 
-def _columns(arr: np.ndarray, buffer: pa.Buffer, f: _Fields, limit: int) -> _Parsed:
-    """Arrow key, value and headers columns from the records' field positions."""
+def _columns(
+    arr: np.ndarray, buffer: pa.Buffer, f: _Fields, limit: int, values: bool = True
+) -> _Parsed:
+    """Arrow key, value (or value size) and headers columns from the records' field positions."""
     n = f.start.shape[0]
     total_headers = int(f.headers_count.sum()) if n else 0
     if total_headers:
@@ -616,7 +636,10 @@ def _columns(arr: np.ndarray, buffer: pa.Buffer, f: _Fields, limit: int) -> _Par
             pa.array(np.zeros(n + 1, np.int32)), pa.array([], HEADER_STRUCT_TYPE)
         )
     key = _binary_from_spans(arr, buffer, f.key_pos, f.key_len)
-    value = _binary_from_spans(arr, buffer, f.value_pos, f.value_len)
+    if values:
+        value = _binary_from_spans(arr, buffer, f.value_pos, f.value_len)
+    else:
+        value = pa.array(f.value_len.astype(np.int32))
     return _Parsed(f.offset_delta, f.timestamp_delta, key, value, header_array, f.size)
 
 
@@ -688,11 +711,11 @@ def _parse_headers(
 
 
 def _decode_v2_group(
-    view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False
+    view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False, values: bool = True
 ) -> pa.Table:
     """Decode the records of several v2 batches of `view` in one vectorized pass."""
     try:
-        return _decode_v2_group_fast(view, headers, with_sizes)
+        return _decode_v2_group_fast(view, headers, with_sizes, values)
     except _Corrupt as signal:
         if len(headers) == 1:
             raise _located(headers[0], signal) from None
@@ -710,7 +733,7 @@ def _located(h: BatchHeader, signal: _Corrupt) -> CorruptRecordError:
 
 
 def _decode_v2_group_fast(
-    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False
+    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False, values: bool = True
 ) -> pa.Table:
     for h in headers:
         _check_v2_bounds(view, h)
@@ -741,7 +764,7 @@ def _decode_v2_group_fast(
         ]
         starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
         fields = _walk_fields(arr, starts, arr.shape[0])
-    parsed = _columns(arr, buffer, fields, arr.shape[0])
+    parsed = _columns(arr, buffer, fields, arr.shape[0], values)
     starts = fields.start
 
     base_offsets = np.array([h.base_offset for h in headers], np.int64)
@@ -772,7 +795,7 @@ def _decode_v2_group_fast(
             parsed.value,
             parsed.headers,
         ],
-        schema=RECORD_SCHEMA,
+        schema=RECORD_SCHEMA if values else _VALUE_SIZE_SCHEMA,
     )
     if with_sizes:
         table = table.append_column(RECORD_SIZE_FIELD, pa.array(parsed.size.astype(np.int32)))
