@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-__all__ = ["mapped_file"]
+__all__ = ["mapped_file", "populate"]
 
 # Linux >= 5.14: fill the page tables of the whole map in one call. A walk over a fresh map
 # otherwise takes one page fault per few pages, which measured ~4x the walk itself on a VM.
@@ -20,7 +20,7 @@ _MADV_POPULATE_READ = getattr(
 )
 
 
-def _populate(mapped: mmap.mmap) -> None:
+def populate(mapped: mmap.mmap) -> None:
     if _MADV_POPULATE_READ is None:
         return
     with suppress(OSError, ValueError):  # an older kernel: EINVAL, the faults then happen
@@ -36,7 +36,7 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[memoryview]:
             yield memoryview(b"")
             return
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        _populate(mapped)
+        populate(mapped)
         view = memoryview(mapped)
         try:
             yield view
