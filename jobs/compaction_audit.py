@@ -33,15 +33,11 @@ import pyarrow as pa
 
 from jobs.maintenance.audit_stages import (
     AGE_LABELS,
-    BATCH_ROWS,
     KEY_BUCKETS,
-    PARTIAL_ROWS,
-    RECORD_ROWS,
-    decode_stage,
+    decode_task,
     empty_partial,
-    freed_stage,
-    group_by_batch,
-    key_stage,
+    freed_task,
+    key_task,
     merge_partials,
     pack_state,
 )
@@ -49,13 +45,13 @@ from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
     PartitionRef,
+    deal_units,
     maintenance_arg_parser,
     maintenance_lock,
     plan_slices,
     prepare_run,
     run_cli,
     run_units,
-    units_frame,
 )
 from jobs.maintenance.report import write_report
 from jobs.spark.errors import task_error
@@ -240,7 +236,6 @@ def _audit_records(
     tasks: int | None,
 ) -> dict[int, dict[str, Any]]:
     """The one Spark job over the records (audit_stages); merged partials by partition index."""
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     if not units:
         return {}
@@ -255,22 +250,29 @@ def _audit_records(
     ]
     total = sum(int(u.get("bytes") or 0) for u in units)
     shuffle = max(spark.sparkContext.defaultParallelism, -(-total // KEY_TASK_BYTES))
+    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+    groups = [json.dumps(g) for g in deal_units(units, slots)]
     try:
         with task_failure_log(spark):
-            records = units_frame(spark, units, tasks=tasks).mapInArrow(
-                decode_stage(str(root), now_ms), from_arrow_schema(RECORD_ROWS)
+            partials = (
+                spark.sparkContext.parallelize(groups, len(groups))
+                .mapPartitions(decode_task(str(root), now_ms, shuffle))
+                .partitionBy(shuffle, _exact)
+                .mapPartitions(key_task)
+                .partitionBy(shuffle, _exact)
+                .mapPartitions(freed_task)
+                .collect()
             )
-            by_key = records.repartition(shuffle, "tp", "key").mapInArrow(
-                key_stage, from_arrow_schema(BATCH_ROWS)
-            )
-            partials = group_by_batch(by_key).mapInArrow(
-                freed_stage, from_arrow_schema(PARTIAL_ROWS)
-            )
-            return merge_partials([r.asDict() for r in partials.collect()])
+        return merge_partials(partials)
     except KafkaLogError:
         raise
     except Exception as error:  # a Spark failure: our own one-line error if any
         raise MaintenanceError(str(task_error(error))) from None
+
+
+def _exact(bucket: int) -> int:
+    """Shuffle placement: bucket (or tp) number = partition number, modulo the partitions."""
+    return bucket
 
 
 def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:

@@ -1,22 +1,27 @@
 """The compaction audit's Spark pipeline: decode, then a shuffle by key, then a small one by batch.
 
-One Spark job, one pass over the records:
+One Spark job (an RDD job of three stages), one pass over the records:
 
 1. decode (per work unit, in the task that reads the segments): the core's record facts,
    chunk by chunk. What needs no other record is settled here, vectorized: the partition's
    RecordCounts, tombstone ages, and which records without a key group (null keys, aborted
-   data, transaction markers) a cleaning round removes. Out go two kinds of rows: one narrow
-   row per keyed record (partition, key, offset, size, batch, flags) and one `info` row per
-   chunk carrying that chunk's per-batch sums and counts.
-2. shuffle by (partition, key), then the key stage: every record of a key is in one task, so
+   data, transaction markers) a cleaning round removes. Out go narrow keyed records
+   (partition, key, offset, size, batch, flags) and one `info` JSON per chunk carrying that
+   chunk's per-batch sums and counts.
+2. shuffle by a hash of (partition, key), then the key stage: every record of a key is in one
+   task, so
    the key's latest offset, overall and in the dirty range, is a group-by away; the core's
    `retained_mask` decides each keyed record. Out go per-batch removal sums and per-partition
    key statistics (distinct keys, duplicates, superseded records and bytes).
-3. group by (partition, batch) in Spark SQL (sums of small rows), then the freed stage turns
-   each batch's sums into bytes with the core's `freed_from_batches`.
+3. shuffle the per-batch sums by partition; the freed stage adds up each batch's sums and
+   turns them into bytes with the core's `freed_from_batches`.
 
 Everything that reaches the driver is a handful of JSON partials per partition, merged there.
 No key, record or batch list is ever collected.
+
+Records cross the shuffles as Arrow IPC blobs, one per (chunk, key bucket), placed by bucket
+number: Spark moves a few large byte strings, where a Spark row per record cost more in Arrow
+<-> JVM row conversions than the audit's own work.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kafkalog_core.log.cleaner_facts import (
     record_counts,
     retained_mask,
 )
+from kafkalog_core.partitioner import murmur2_array
 
 # records per key, for the duplicate-key distribution: [lower, upper] bounds of each bucket
 KEY_BUCKETS = ((1, 1), (2, 2), (3, 5), (6, 10), (11, 100), (101, 1 << 62))
@@ -54,30 +60,28 @@ IN_CLEANING_ROUND = 2
 TOMBSTONE = 4
 PAST_DELETE_HORIZON = 8
 
-RECORD_ROWS = pa.schema(
+KEYED_RECORDS = pa.schema(
     [
         ("tp", pa.int32()),  # index of the partition in the run's unit list
-        ("key", pa.binary()),  # null on info rows
+        ("key", pa.binary()),
         ("offset", pa.int64()),
         ("size", pa.int32()),
         ("batch", pa.int64()),
         ("flags", pa.int8()),
-        ("info", pa.string()),  # JSON, only on info rows
     ]
 )
-BATCH_ROWS = pa.schema(
+BATCH_SUMS = pa.schema(
     [
-        ("tp", pa.int32()),
-        ("batch", pa.int64()),  # null on partial rows
-        ("rows", pa.int64()),
-        ("decoded", pa.int64()),
-        ("on_disk", pa.int64()),
-        ("removed_rows", pa.int64()),
+        ("batch", pa.int64()),  # base offset
+        ("rows", pa.int64()),  # records (data and markers) of the batch
+        ("decoded", pa.int64()),  # their decoded bytes
+        ("on_disk", pa.int64()),  # the batch's size in the .log
+        ("removed_rows", pa.int64()),  # what a cleaning round removes
         ("removed_bytes", pa.int64()),
-        ("partial", pa.string()),  # JSON, only on partial rows
     ]
 )
-PARTIAL_ROWS = pa.schema([("tp", pa.int32()), ("partial", pa.string())])
+_BLOB_ROWS = 1 << 18  # records per blob at most (bounds one shuffled value to ~10 MB)
+KEYED, INFO, SUMS, PARTIAL = "keyed", "info", "sums", "partial"  # what a shuffled value holds
 
 
 def pack_state(state: CleaningState) -> str:
@@ -93,26 +97,32 @@ def unpack_state(text: str) -> CleaningState:
 # 1. decode
 # ---------------------------------------------------------------------------------------------
 
+Shuffled = tuple[int, tuple[str, bytes]]  # (bucket or tp, (KEYED | INFO | SUMS | PARTIAL, payload))
 
-def decode_stage(log_dir: str, now_ms: int):
-    """mapInArrow body over work units: RECORD_ROWS for every unit in the incoming rows."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for text in batch.column(0).to_pylist():
-                for unit in json.loads(text):
-                    state = unpack_state(unit["state"])
-                    config = LogConfig.from_dict(unit["config"])
-                    pdir = Path(log_dir) / unit["dir"]
-                    only = unit.get("only_segments")
-                    for facts in iter_record_facts(pdir, state, only_segments=only):
-                        yield from record_rows(unit["tp"], facts, config, now_ms).to_batches()
+def decode_task(log_dir: str, now_ms: int, buckets: int):
+    """mapPartitions body over JSON lists of work units: keyed-record blobs by key bucket
+    (a hash of tp and key, so every record of a key meets in one task) and info blobs."""
+
+    def run(texts: Iterator[str]) -> Iterator[Shuffled]:
+        for text in texts:
+            for unit in json.loads(text):
+                state = unpack_state(unit["state"])
+                config = LogConfig.from_dict(unit["config"])
+                pdir = Path(log_dir) / unit["dir"]
+                only = unit.get("only_segments")
+                for facts in iter_record_facts(pdir, state, only_segments=only):
+                    keyed, info = record_rows(unit["tp"], facts, config, now_ms)
+                    yield from _by_bucket(keyed, buckets)
+                    yield unit["tp"] % buckets, (INFO, json.dumps(info).encode())
 
     return run
 
 
-def record_rows(tp: int, facts: pa.Table, config: LogConfig, now_ms: int) -> pa.Table:
-    """One chunk's RECORD_ROWS: a row per keyed record plus one info row."""
+def record_rows(
+    tp: int, facts: pa.Table, config: LogConfig, now_ms: int
+) -> tuple[pa.Table, dict[str, Any]]:
+    """One chunk's keyed records (KEYED_RECORDS) and its info: per-batch sums and counts."""
     n = facts.num_rows
 
     def col(name: str) -> np.ndarray:
@@ -127,7 +137,7 @@ def record_rows(tp: int, facts: pa.Table, config: LogConfig, now_ms: int) -> pa.
     tomb = value_null & ~control
     ages = now_ms - col("timestamp")[tomb]
     info = {
-        "batches": batches.tolist(),
+        "batch": batches.tolist(),
         "rows": np.bincount(inverse).tolist(),
         "decoded": np.bincount(inverse, weights=sizes).astype(np.int64).tolist(),
         "on_disk": col("batch_size")[first].astype(np.int64).tolist(),
@@ -157,14 +167,37 @@ def record_rows(tp: int, facts: pa.Table, config: LogConfig, now_ms: int) -> pa.
             pa.array(col("record_size")[keyed]),
             pa.array(col("batch_base_offset")[keyed]),
             pa.array(flags[keyed]),
-            pa.nulls(int(keyed.sum()), pa.string()),
         ],
-        schema=RECORD_ROWS,
+        schema=KEYED_RECORDS,
     )
-    info_row = pa.Table.from_pylist(
-        [{"tp": tp, "key": None, "info": json.dumps(info)}], schema=RECORD_ROWS
-    )
-    return pa.concat_tables([rows, info_row])
+    return rows, {"tp": tp, **info}
+
+
+def _by_bucket(keyed: pa.Table, buckets: int) -> Iterator[Shuffled]:
+    if keyed.num_rows == 0:
+        return
+    hashes = murmur2_array(keyed.column("key")).astype(np.int64) & 0x7FFFFFFF
+    bucket = (hashes + keyed.column("tp").to_numpy().astype(np.int64) * 40503) % buckets
+    order = np.argsort(bucket, kind="stable")
+    ordered = bucket[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(ordered) != 0])
+    ends = np.r_[starts[1:], order.shape[0]]
+    grouped = keyed.take(pa.array(order))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        for lo in range(start, end, _BLOB_ROWS):
+            piece = grouped.slice(lo, min(end, lo + _BLOB_ROWS) - lo)
+            yield int(ordered[start]), (KEYED, _ipc(piece))
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _table(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(blob).read_all()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,74 +205,53 @@ def record_rows(tp: int, facts: pa.Table, config: LogConfig, now_ms: int) -> pa.
 # ---------------------------------------------------------------------------------------------
 
 
-def key_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body after the shuffle by (tp, key): BATCH_ROWS (per-batch sums, partials)."""
-    table = pa.Table.from_batches(list(batches), schema=RECORD_ROWS)
-    if table.num_rows == 0:
-        return
-    is_info = table.column("info").is_valid()
-    infos = table.filter(is_info)
-    for tp, text in zip(
-        infos.column("tp").to_pylist(), infos.column("info").to_pylist(), strict=True
-    ):
-        yield from _info_rows(tp, json.loads(text)).to_batches()
-    keyed = table.filter(pc.invert(is_info))
-    if keyed.num_rows:
-        yield from _keyed_rows(keyed).to_batches()
+def key_task(pairs: Iterator[Shuffled]) -> Iterator[Shuffled]:
+    """mapPartitions body after the shuffle by bucket: per tp, its batches' sums (from the
+    info blobs and from the keyed records this task decided) and its partials."""
+    keyed: list[pa.Table] = []
+    for _bucket, (kind, blob) in pairs:
+        if kind == INFO:
+            info = json.loads(blob)
+            yield info["tp"], (PARTIAL, json.dumps(info["partial"]).encode())
+            yield info["tp"], (SUMS, _ipc(_info_sums(info)))
+        else:
+            keyed.append(_table(blob))
+    if keyed:
+        sums, partials = _keyed_rows(pa.concat_tables(keyed))
+        for tp, partial in partials.items():
+            yield tp, (PARTIAL, json.dumps(partial).encode())
+        for tp, table in sums.items():
+            yield tp, (SUMS, _ipc(table))
 
 
-def _info_rows(tp: int, info: dict[str, Any]) -> pa.Table:
-    """An info row of the decode stage as BATCH_ROWS: its batches' sums and its partial."""
-    batches = np.asarray(info["batches"], np.int64)
-    return pa.concat_tables(
-        [
-            _batch_rows(
-                np.full(batches.shape[0], tp, np.int32),
-                batches,
-                np.asarray(info["removed_rows"], np.int64),
-                np.asarray(info["removed_bytes"], np.int64),
-                rows=np.asarray(info["rows"], np.int64),
-                decoded=np.asarray(info["decoded"], np.int64),
-                on_disk=np.asarray(info["on_disk"], np.int64),
-            ),
-            _partial_rows({tp: info["partial"]}),
-        ]
+def _info_sums(info: dict[str, Any]) -> pa.Table:
+    return pa.table(
+        {name: np.asarray(info[name], np.int64) for name in BATCH_SUMS.names}, schema=BATCH_SUMS
     )
 
 
-def _batch_rows(
-    tp: np.ndarray,
-    batch: np.ndarray,
-    removed_rows: np.ndarray,
-    removed_bytes: np.ndarray,
-    rows: np.ndarray | None = None,
-    decoded: np.ndarray | None = None,
-    on_disk: np.ndarray | None = None,
-) -> pa.Table:
-    zeros = np.zeros(tp.shape[0], np.int64)
-    return pa.Table.from_arrays(
-        [
-            pa.array(tp.astype(np.int32)),
-            pa.array(batch.astype(np.int64)),
-            pa.array(zeros if rows is None else rows.astype(np.int64)),
-            pa.array(zeros if decoded is None else decoded.astype(np.int64)),
-            pa.array(zeros if on_disk is None else on_disk.astype(np.int64)),
-            pa.array(removed_rows.astype(np.int64)),
-            pa.array(removed_bytes.astype(np.int64)),
-            pa.nulls(tp.shape[0], pa.string()),
-        ],
-        schema=BATCH_ROWS,
+def _removal_sums(batch: np.ndarray, size: np.ndarray) -> pa.Table:
+    """BATCH_SUMS of removed records only: how many and their bytes, per batch."""
+    order = np.argsort(batch, kind="stable")
+    batch, size = batch[order], size[order]
+    starts = np.flatnonzero(np.r_[True, np.diff(batch) != 0]) if batch.shape[0] else order
+    zeros = np.zeros(starts.shape[0], np.int64)
+    return pa.table(
+        {
+            "batch": batch[starts],
+            "rows": zeros,
+            "decoded": zeros,
+            "on_disk": zeros,
+            "removed_rows": np.diff(np.r_[starts, batch.shape[0]]),
+            "removed_bytes": np.add.reduceat(size, starts) if starts.shape[0] else zeros,
+        },
+        schema=BATCH_SUMS,
     )
 
 
-def _partial_rows(partials: dict[int, dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"tp": tp, "partial": json.dumps(p)} for tp, p in partials.items()], schema=BATCH_ROWS
-    )
-
-
-def _keyed_rows(keyed: pa.Table) -> pa.Table:
-    """Decide every keyed record of this task's keys; per-batch removals and key statistics."""
+def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[str, Any]]]:
+    """Decide every keyed record of this task's keys: per tp, the removals per batch
+    (BATCH_SUMS) and the key statistics."""
     tp = keyed.column("tp").to_numpy()
     offset = keyed.column("offset").to_numpy()
     size = keyed.column("size").to_numpy().astype(np.int64)
@@ -272,23 +284,11 @@ def _keyed_rows(keyed: pa.Table) -> pa.Table:
     removed = ~retained_mask(facts, latest_dirty[group])
     superseded = offset < latest_all[group]
 
-    # per-batch removals: runs of equal (tp, batch) after a sort
-    gone_tp, gone_batch, gone_size = tp[removed], batch[removed], size[removed]
-    order = np.lexsort((gone_batch, gone_tp))
-    gone_tp, gone_batch, gone_size = gone_tp[order], gone_batch[order], gone_size[order]
-    starts = (
-        np.flatnonzero(np.r_[True, (np.diff(gone_tp) != 0) | (np.diff(gone_batch) != 0)])
-        if order.shape[0]
-        else np.zeros(0, np.int64)
-    )
-    out = [
-        _batch_rows(
-            gone_tp[starts],
-            gone_batch[starts],
-            np.diff(np.r_[starts, order.shape[0]]),
-            np.add.reduceat(gone_size, starts) if starts.shape[0] else np.zeros(0, np.int64),
-        )
-    ]
+    # per-batch removals, per tp
+    sums = {
+        int(t): _removal_sums(batch[removed & (tp == t)], size[removed & (tp == t)])
+        for t in np.unique(tp[removed]).tolist()
+    }
 
     # per-partition key statistics
     per_key = np.bincount(group, minlength=groups)
@@ -318,60 +318,40 @@ def _keyed_rows(keyed: pa.Table) -> pa.Table:
         }
         for t in np.flatnonzero(distinct)
     }
-    out.append(_partial_rows(partials))
-    return pa.concat_tables(out)
+    return sums, partials
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. per batch, after Spark's group-by (tp, batch)
+# 3. per batch, after the shuffle by tp
 # ---------------------------------------------------------------------------------------------
 
 
-def group_by_batch(frame):
-    """Spark SQL: one row per (tp, batch) with summed counts; partial rows (batch null) are
-    grouped per tp with their JSON texts in a list."""
-    from pyspark.sql import functions as F
+def freed_task(pairs: Iterator[Shuffled]) -> Iterator[tuple[int, str]]:
+    """mapPartitions body after the shuffle by tp: (tp, JSON partial) - the partials passed
+    on, and per tp the bytes its batches free (all of a batch's sums meet here)."""
+    sums: dict[int, list[pa.Table]] = {}
+    for tp, (kind, blob) in pairs:
+        if kind == PARTIAL:
+            yield tp, blob.decode()
+        else:
+            sums.setdefault(tp, []).append(_table(blob))
+    for tp, tables in sums.items():
+        table = pa.concat_tables(tables)
+        _, inverse = np.unique(table.column("batch").to_numpy(), return_inverse=True)
 
-    return frame.groupBy("tp", "batch").agg(
-        F.sum("rows").alias("rows"),
-        F.sum("decoded").alias("decoded"),
-        F.max("on_disk").alias("on_disk"),
-        F.sum("removed_rows").alias("removed_rows"),
-        F.sum("removed_bytes").alias("removed_bytes"),
-        F.collect_list("partial").alias("partials"),
-    )
+        def total(name: str, table: pa.Table = table, inverse: np.ndarray = inverse) -> np.ndarray:
+            return np.bincount(inverse, weights=table.column(name).to_numpy()).astype(np.int64)
 
-
-def freed_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body after `group_by_batch`: PARTIAL_ROWS, the freed bytes of this task's
-    batches per tp plus the partials passed through."""
-    table = pa.Table.from_batches(list(batches))
-    if table.num_rows == 0:
-        return
-    out: list[dict[str, Any]] = []
-    has_batch = table.column("batch").is_valid()
-    partials = table.filter(pc.invert(has_batch))
-    for tp, texts in zip(
-        partials.column("tp").to_pylist(), partials.column("partials").to_pylist(), strict=True
-    ):
-        out.extend({"tp": tp, "partial": t} for t in texts)
-    sums = table.filter(has_batch)
-    tps = sums.column("tp").to_numpy()
-    for tp in np.unique(tps).tolist():
-        sel = tps == tp
-
-        def col(name: str, sel: np.ndarray = sel) -> np.ndarray:
-            return sums.column(name).to_numpy()[sel]
-
+        on_disk = np.zeros(int(inverse.max()) + 1, np.int64)
+        np.maximum.at(on_disk, inverse, table.column("on_disk").to_numpy())
         freed = freed_from_batches(
-            rows=col("rows"),
-            removed_rows=col("removed_rows"),
-            decoded_bytes=col("decoded"),
-            removed_bytes=col("removed_bytes"),
-            on_disk=col("on_disk"),
+            rows=total("rows"),
+            removed_rows=total("removed_rows"),
+            decoded_bytes=total("decoded"),
+            removed_bytes=total("removed_bytes"),
+            on_disk=on_disk,
         )
-        out.append({"tp": tp, "partial": json.dumps({"freed": asdict(freed)})})
-    yield from pa.Table.from_pylist(out, schema=PARTIAL_ROWS).to_batches()
+        yield tp, json.dumps({"freed": asdict(freed)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,13 +362,13 @@ _MAX_FIELDS = ("max_records_per_key",)
 _LIST_FIELDS = ("tombstone_ages", "key_histogram")
 
 
-def merge_partials(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """The JSON partials of every stage, merged per tp: RecordCounts and FreedBytes added,
-    histograms added bucket by bucket, maxima kept, everything else summed."""
+def merge_partials(rows: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
+    """The (tp, JSON partial) pairs of every stage, merged per tp: RecordCounts and FreedBytes
+    added, histograms added bucket by bucket, maxima kept, everything else summed."""
     merged: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        part = json.loads(row["partial"])
-        have = merged.setdefault(row["tp"], empty_partial())
+    for tp, text in rows:
+        part = json.loads(text)
+        have = merged.setdefault(tp, empty_partial())
         for name, value in part.items():
             if name == "counts":
                 have["counts"] = have["counts"] + RecordCounts(**value)

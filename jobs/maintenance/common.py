@@ -148,25 +148,6 @@ def _ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def units_frame(
-    spark: SparkSession,
-    units: Sequence[Unit],
-    *,
-    tasks: int | None = None,
-    weight_key: str = "bytes",
-) -> DataFrame:
-    """A one-column DataFrame (`units`: a JSON list of units per row), one row per Spark
-    partition, the units dealt by weight: the input of a `mapInArrow` over work units."""
-    from pyspark.sql import functions as F
-
-    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
-    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
-    # spark.range + a literal array: one row per partition with no Python pass over an RDD
-    texts = F.array(*[F.lit(g) for g in groups])
-    ids = spark.range(0, len(groups), 1, len(groups))
-    return ids.select(F.element_at(texts, (F.col("id") + 1).cast("int")).alias("units"))
-
-
 def run_units(
     spark: SparkSession,
     units: Sequence[Unit],
