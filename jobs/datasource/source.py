@@ -13,17 +13,12 @@ from pyspark.sql.types import StructType
 from jobs.datasource.options import parse_read_options
 from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader, planning_filter_pushdown
 from jobs.datasource.scan import kafka_schema_ddl
-from kafkalog_core.errors import KafkaLogError
 
-__all__ = ["KafkaLogDataSource", "WriteNotSupportedError"]
-
-
-class WriteNotSupportedError(KafkaLogError):
-    """`df.write.format("kafkalog")` is not built yet (the ingest job writes log dirs)."""
+__all__ = ["KafkaLogDataSource"]
 
 
 class KafkaLogDataSource(DataSource):
-    """Reads (batch and streaming) Kafka log dirs; options as Spark's Kafka source."""
+    """Reads (batch and streaming) and writes Kafka log dirs; options as Spark's Kafka source."""
 
     @classmethod
     def name(cls) -> str:
@@ -47,9 +42,5 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jobs.datasource.writer import KafkaLogWriter, parse_write_options
 
-        if overwrite:
-            raise WriteNotSupportedError(
-                'kafkalog: mode("overwrite") is not supported: a Kafka log is append-only '
-                '(delete the log dir or write to a new one); use mode("append")'
-            )
-        return KafkaLogWriter(parse_write_options(self.options), "partition" in schema.fieldNames())
+        options = parse_write_options(self.options)
+        return KafkaLogWriter(options, "partition" in schema.fieldNames(), overwrite=overwrite)
