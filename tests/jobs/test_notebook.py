@@ -62,30 +62,37 @@ def test_notebook_is_valid_nbformat4():
     assert ".read_records()" in source and '"dump-log"' in source
 
 
-@pytest.mark.spark
-def test_notebook_code_cells_run_in_order(tmp_path):
-    tmp = tmp_path / "tmp"
-    work = tmp_path / "cwd"
-    tmp.mkdir()
-    work.mkdir()
+def run_notebook(notebook: Path, tmp: Path, cwd: Path) -> str:
+    """Run `notebook`'s code cells in a subprocess (TMPDIR=tmp, Agg plots); its stdout."""
     env = {
         **os.environ,
         "TMPDIR": str(tmp),
         "PYTHONPATH": str(ROOT),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "MPLBACKEND": "Agg",
     }
+    env.pop("LOG_DIR", None)
     result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(NOTEBOOK)],
+        [sys.executable, "-c", RUNNER, str(notebook)],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=work,
+        cwd=cwd,
         env=env,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    out = result.stdout
-    assert out.rstrip().endswith("== done ==")
+    assert result.stdout.rstrip().endswith("== done ==")
+    return result.stdout
+
+
+@pytest.mark.spark
+def test_notebook_code_cells_run_in_order(tmp_path):
+    tmp = tmp_path / "tmp"
+    work = tmp_path / "cwd"
+    tmp.mkdir()
+    work.mkdir()
+    out = run_notebook(NOTEBOOK, tmp, work)
 
     logs = tmp / "kafkalog-quickstart" / "kafka-logs"
     entries = {p.name for p in logs.iterdir()}
