@@ -7,7 +7,6 @@ records on disk with kafka-python's decoder.
 from __future__ import annotations
 
 import ast
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from kafka.partitioner.default import murmur2
 
 from tests.datasource.helpers import oracle
-from tests.jobs.test_notebook import run_notebook
+from tests.jobs.test_notebook import clean_code_source, run_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
@@ -23,12 +22,7 @@ RECORDS = 20_000  # the notebook's RECORDS, keys user-(i % 50)
 
 
 def test_notebook_is_committed_clean() -> None:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    assert nb["nbformat"] == 4
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
-    source = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    source = clean_code_source(NOTEBOOK)
     for needed in ('write.format("kafkalog")', 'read.format("kafkalog")', "startingTimestamp"):
         assert needed in source
     assert f"RECORDS = {RECORDS:_}" in source

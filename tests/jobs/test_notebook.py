@@ -62,6 +62,16 @@ def test_notebook_is_valid_nbformat4():
     assert ".read_records()" in source and '"dump-log"' in source
 
 
+def clean_code_source(notebook: Path) -> str:
+    """The code cells' source, after checking nbformat 4 and that no outputs were committed."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    assert nb["nbformat"] == 4
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    return "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
 def run_notebook(notebook: Path, tmp: Path, cwd: Path) -> str:
     """Run `notebook`'s code cells in a subprocess (TMPDIR=tmp, Agg plots); its stdout."""
     env = {

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.jobs.test_notebook import run_notebook
+from tests.jobs.test_notebook import clean_code_source, run_notebook
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "compaction-audit.ipynb"
 
 
 def test_notebook_is_committed_clean() -> None:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    assert nb["nbformat"] == 4
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
-    source = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    source = clean_code_source(NOTEBOOK)
     assert "compaction_audit.run(" in source and "audit_figures(" in source
 
 
