@@ -1,4 +1,9 @@
-"""`format("kafkalog")`: Kafka log dirs as a Spark data source with the Kafka source's options."""
+"""`format("kafkalog")`: Kafka log dirs as a Spark data source with the Kafka source's options.
+
+Spark instantiates the source and calls `schema()` in a fresh Python worker on every `load()`,
+and plans in another: the readers and the writer are imported where they are needed, so the
+schema call pays only for pyspark's own imports.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.datasource.options import parse_read_options
-from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader, planning_filter_pushdown
-from jobs.datasource.scan import kafka_schema_ddl
+from jobs.datasource.schema import kafka_schema_ddl
 
 __all__ = ["KafkaLogDataSource"]
 
@@ -29,12 +32,20 @@ class KafkaLogDataSource(DataSource):
         return kafka_schema_ddl(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from jobs.datasource.options import parse_read_options
+        from jobs.datasource.reader import (
+            KafkaLogFilteringReader,
+            KafkaLogReader,
+            planning_filter_pushdown,
+        )
+
         options = parse_read_options(self.options)
         if planning_filter_pushdown():
             return KafkaLogFilteringReader(options)
         return KafkaLogReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        from jobs.datasource.options import parse_read_options
         from jobs.datasource.stream import KafkaLogStreamReader
 
         return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
