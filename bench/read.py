@@ -18,6 +18,8 @@ Timed (files in the page cache after a warm-up; os.sync() before each run; best 
   ratio kafkalog / parquet (goal <= 1.0).
 - narrow read: the same aggregate over 1% of every partition (startingOffsets/endingOffsets
   in the middle of the log); ratio narrow / full kafkalog read (goal <= 0.05).
+- every column (context): both sides into Spark's no-op sink. Parquet's aggregate above reads
+  two columns; a Python data source gets no column pruning, so all seven cross into the JVM.
 - with --write: the Parquet rows' (key, value, timestamp) written with
   `df.write.format("kafkalog")` (topic bench, --partitions partitions, murmur2 of the key) and
   with `df.write.parquet` (snappy); ratio kafkalog / parquet (goal <= 1.0).
@@ -129,17 +131,36 @@ def run_reads(spark, logs: Path, parquet: Path, args) -> None:
     if got_k != got_p:
         raise SystemExit(f"results differ: kafkalog {got_k} parquet {got_p}")
     start, end, wanted = narrow_offsets(args.partitions, args.records)
-    narrow = kafkalog(startingOffsets=start, endingOffsets=end)
-    t_narrow, got_n = best_of(args.repeat, "kafkalog 1% offset range", lambda: aggregate(narrow))
+    t_narrow, got_n = best_of(
+        args.repeat,
+        "kafkalog 1% offset range",
+        lambda: aggregate(kafkalog(startingOffsets=start, endingOffsets=end)),
+    )
     if sum(c for _, c, _ in got_n) != wanted:
         raise SystemExit(f"narrow read returned {got_n}, expected {wanted} records")
+
+    # Context: Parquet above reads two columns (pruned); a Python data source gets no column
+    # pruning, so every column crosses into the JVM. Both sides, every column, no-op sink:
+    def every_column(frame) -> None:
+        frame.write.format("noop").mode("overwrite").save()
+
+    all_k, _ = best_of(args.repeat, "kafkalog every column", lambda: every_column(kafkalog()))
+    all_p, _ = best_of(
+        args.repeat, "parquet every column", lambda: every_column(spark.read.parquet(str(parquet)))
+    )
     mb = du(logs) / 1e6
     print(f"\nread, {args.records:,} records ({mb:,.0f} MB of segments), {args.master}")
-    print(f"kafkalog full      {full_k:7.2f} s  {args.records / full_k:11,.0f} rec/s")
-    print(f"parquet full       {full_p:7.2f} s  {args.records / full_p:11,.0f} rec/s")
-    print(f"kafkalog 1% range  {t_narrow:7.2f} s")
-    print(f"ratio kafkalog / parquet: {full_k / full_p:.2f}  (goal <= 1.0)")
-    print(f"ratio narrow / full:      {t_narrow / full_k:.3f} (goal <= 0.05)")
+    for name, t in [
+        ("kafkalog full, aggregate", full_k),
+        ("parquet full, aggregate", full_p),
+        ("kafkalog 1% offset range", t_narrow),
+        ("kafkalog every column", all_k),
+        ("parquet every column", all_p),
+    ]:
+        print(f"{name:26s} {t:7.2f} s")
+    print(f"ratio kafkalog / parquet, aggregate:    {full_k / full_p:.2f}  (goal <= 1.0)")
+    print(f"ratio narrow / full:                    {t_narrow / full_k:.3f} (goal <= 0.05)")
+    print(f"ratio kafkalog / parquet, every column: {all_k / all_p:.2f}")
 
 
 def run_writes(spark, parquet: Path, args) -> None:
