@@ -12,9 +12,9 @@ markers and aborted data, what a cleaning round would remove and free now, the d
 max.compaction.lag.ms, and a verdict in plain words.
 
 How the work is spread: a header-only pass per partition gives the cleaning state (cheap);
-tasks decode the records into per-record facts (a DataFrame, never collected); keys are
-counted with a shuffle by (topic, partition, key), so no machine holds every key; a second
-shuffle by batch scores what a round would keep, per batch, with the core's own rules.
+then one Spark job (jobs/maintenance/audit_stages.py) decodes the records in the tasks that
+read them, shuffles narrow keyed rows by (partition, key), so no machine holds every key, and
+sums per batch what a round would remove, with the core's own rules.
 """
 
 from __future__ import annotations
@@ -24,15 +24,27 @@ import json
 import pickle
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from jobs.maintenance.audit_stages import (
+    AGE_LABELS,
+    BATCH_ROWS,
+    KEY_BUCKETS,
+    PARTIAL_ROWS,
+    RECORD_ROWS,
+    decode_stage,
+    empty_partial,
+    freed_stage,
+    group_by_batch,
+    key_stage,
+    merge_partials,
+    pack_state,
+)
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -51,25 +63,19 @@ from jobs.spark.task_log import task_failure_log
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.cleaner_audit import (
-    bytes_freed,
     partition_cleaning_state,
     read_cleaner_checkpoint,
     read_high_watermarks,
     read_log_start_checkpoint,
     verdict,
 )
-from kafkalog_core.log.cleaner_facts import (
-    FACTS_SCHEMA,
-    RecordCounts,
-    iter_record_facts,
-    record_counts,
-    retained_mask,
-)
+from kafkalog_core.log.cleaner_facts import RecordCounts
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 JOB = "compaction-audit"
+KEY_TASK_BYTES = 256 << 20  # log bytes per task of the key stage (it holds its rows at once)
 SETTINGS = (
     "cleanup.policy",
     "min.cleanable.dirty.ratio",
@@ -77,18 +83,8 @@ SETTINGS = (
     "max.compaction.lag.ms",
     "delete.retention.ms",
 )
-# records per key, for the duplicate-key distribution: [lower, upper] bounds of each bucket
-KEY_BUCKETS = ((1, 1), (2, 2), (3, 5), (6, 10), (11, 100), (101, 1 << 62))
-# tombstone ages (ms): the upper edge of each bucket
-AGE_EDGES = (3_600_000, 86_400_000, 7 * 86_400_000, 30 * 86_400_000, 365 * 86_400_000)
-AGE_LABELS = ("< 1 h", "1 h - 1 d", "1 - 7 d", "7 - 30 d", "30 - 365 d", "> 1 y")
-
 STATE_SCHEMA = pa.schema(
     [("topic", pa.string()), ("partition", pa.int32()), ("state", pa.binary())]
-)
-TP_FACTS_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), *FACTS_SCHEMA])
-SCORE_SCHEMA = pa.schema(
-    [("topic", pa.string()), ("partition", pa.int32()), ("partial", pa.string())]
 )
 
 REPORT_SCHEMA = pa.schema(
@@ -167,132 +163,6 @@ def state_task(options: AuditOptions) -> Callable[[dict[str, Any]], list[dict[st
     return task
 
 
-def facts_batches(options: AuditOptions):
-    """mapInArrow body: the record facts of every unit in the incoming rows, batch by batch."""
-
-    def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for text in batch.column(0).to_pylist():
-                for unit in json.loads(text):
-                    state = _state(options, unit)
-                    pdir = Path(options.log_dir) / unit["dir"]
-                    only = unit.get("only_segments")
-                    for table in iter_record_facts(pdir, state, only_segments=only):
-                        n = table.num_rows
-                        topic = pa.array([unit["topic"]] * n, pa.string())
-                        partition = pa.array(np.full(n, unit["partition"], np.int32))
-                        full = pa.Table.from_arrays(
-                            [topic, partition, *table.columns], schema=TP_FACTS_SCHEMA
-                        )
-                        yield from full.to_batches()
-
-    return run_groups
-
-
-def score_batches(configs: dict[str, dict[str, Any]], now_ms: int):
-    """mapInArrow body after the shuffle by batch: additive per-partition partials, computed
-    with the core's retained_mask / bytes_freed / record_counts (one implementation)."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
-            return
-        pairs = table.group_by(["topic", "partition"]).aggregate([]).to_pylist()
-        out = []
-        for pair in pairs:
-            topic, partition = pair["topic"], pair["partition"]
-            sub = table.filter(
-                pc.and_(
-                    pc.equal(table.column("topic"), topic),
-                    pc.equal(table.column("partition"), partition),
-                )
-            )
-            config = LogConfig.from_dict(configs[topic])
-            retained = retained_mask(sub, sub.column("latest_offset"))
-            freed = bytes_freed(sub, retained)
-            counts = record_counts(sub, config, now_ms)
-            latest_all = pc.fill_null(sub.column("latest_all"), -1).to_numpy()
-            superseded = sub.column("offset").to_numpy() < latest_all  # -1: no keyed record
-            sizes = sub.column("record_size").to_numpy().astype(np.int64)
-            tomb = sub.column("value_is_null").to_numpy() & ~sub.column("is_control").to_numpy()
-            ages = now_ms - sub.column("timestamp").to_numpy()[tomb]
-            age_hist = np.bincount(
-                np.searchsorted(AGE_EDGES, ages, side="right"), minlength=len(AGE_LABELS)
-            )
-            tombs_removable = int((tomb & ~retained).sum())
-            partial = {
-                "counts": asdict(counts),
-                "removable": int((~retained).sum()),
-                "freed": freed.total,
-                "superseded": int(superseded.sum()),
-                "superseded_bytes": int(sizes[superseded].sum()),
-                "tombstone_ages": age_hist.tolist(),
-                "tombstones_removable": tombs_removable,
-            }
-            out.append(
-                {"topic": topic, "partition": int(partition), "partial": json.dumps(partial)}
-            )
-        yield from pa.Table.from_pylist(out, schema=SCORE_SCHEMA).to_batches()
-
-    return run
-
-
-def _merge_partials(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    merged: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in rows:
-        part = json.loads(row["partial"])
-        tp = (row["topic"], row["partition"])
-        have = merged.get(tp)
-        if have is None:
-            part["counts"] = RecordCounts(**part["counts"])
-            merged[tp] = part
-            continue
-        have["counts"] = have["counts"] + RecordCounts(**part["counts"])
-        for name in (
-            "removable",
-            "freed",
-            "superseded",
-            "superseded_bytes",
-            "tombstones_removable",
-        ):
-            have[name] += part[name]
-        have["tombstone_ages"] = [
-            a + b for a, b in zip(have["tombstone_ages"], part["tombstone_ages"], strict=True)
-        ]
-    return merged
-
-
-def _key_stats(spark: SparkSession, facts: DataFrame) -> tuple[DataFrame, dict, dict]:
-    """Per key: records, latest offset overall and in the dirty range (a shuffle by key); per
-    partition: distinct keys, duplicated keys and the records-per-key distribution."""
-    from pyspark.sql import functions as F
-
-    keyed = facts.where(~F.col("is_control") & F.col("key").isNotNull() & ~F.col("is_aborted"))
-    per_key = keyed.groupBy("topic", "partition", "key").agg(
-        F.count(F.lit(1)).alias("n"),
-        F.max("offset").alias("latest_all"),
-        F.max(F.when(F.col("in_dirty_range"), F.col("offset"))).alias("latest_offset"),
-    )
-    per_key = per_key.persist()
-    bucket = F.lit(len(KEY_BUCKETS) - 1)
-    for index, (_lo, hi) in reversed(list(enumerate(KEY_BUCKETS))):
-        bucket = F.when(F.col("n") <= hi, F.lit(index)).otherwise(bucket)
-    stats = {
-        (r["topic"], r["partition"]): r.asDict()
-        for r in per_key.groupBy("topic", "partition")
-        .agg(
-            F.count(F.lit(1)).alias("distinct_keys"),
-            F.sum(F.when(F.col("n") > 1, 1).otherwise(0)).alias("duplicated_keys"),
-            F.max("n").alias("max_records_per_key"),
-        )
-        .collect()
-    }
-    histogram: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0] * len(KEY_BUCKETS))
-    for r in per_key.groupBy("topic", "partition", bucket.alias("bucket")).count().collect():
-        histogram[(r["topic"], r["partition"])][r["bucket"]] = r["count"]
-    return per_key, stats, dict(histogram)
-
-
 def run(
     spark: SparkSession,
     log_dir: str,
@@ -308,8 +178,6 @@ def run(
     out: Callable[[str], None] = print,
 ) -> MaintenanceResult:
     """Audit every compacted partition (every partition with `all_topics`); read-only."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -339,43 +207,15 @@ def run(
             ],
             slots,
         )
-        merged: dict[tuple[str, int], dict[str, Any]] = {}
-        stats: dict = {}
-        histogram: dict = {}
-        if units:
-            facts = units_frame(spark, units, tasks=tasks).mapInArrow(
-                facts_batches(options), from_arrow_schema(TP_FACTS_SCHEMA)
-            )
-            facts = facts.persist()
-            try:
-                with task_failure_log(spark):
-                    per_key, stats, histogram = _key_stats(spark, facts)
-                    joined = facts.join(
-                        per_key.select("topic", "partition", "key", "latest_all", "latest_offset"),
-                        ["topic", "partition", "key"],
-                        "left",
-                    )
-                    shuffle = max(1, spark.sparkContext.defaultParallelism)
-                    score_schema = from_arrow_schema(SCORE_SCHEMA)
-                    config_dicts = {
-                        t: c.config.to_dict(non_default=True) for t, c in configs.items()
-                    }
-                    scored = joined.repartition(
-                        shuffle, "topic", "partition", "batch_base_offset"
-                    ).mapInArrow(score_batches(config_dicts, now_ms), score_schema)
-                    merged = _merge_partials([r.asDict() for r in scored.collect()])
-                    per_key.unpersist()
-            except KafkaLogError:
-                raise
-            except Exception as error:  # a Spark failure: our own one-line error if any
-                raise MaintenanceError(str(task_error(error))) from None
-            finally:
-                facts.unpersist()
+        merged = _audit_records(spark, root, refs, units, states, now_ms, tasks)
     rows = [
         _report_row(
-            ref, configs[ref.topic], states[(ref.topic, ref.partition)], merged, stats, histogram
+            ref,
+            configs[ref.topic],
+            states[(ref.topic, ref.partition)],
+            merged.get(i) or empty_partial(),
         )
-        for ref in refs
+        for i, ref in enumerate(refs)
     ]
     table = pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)
     if report:
@@ -388,6 +228,49 @@ def run(
         summary += f"\n  charts: {html}"
     out(summary)
     return MaintenanceResult(JOB, run_id, table, summary, 0, [], spark)
+
+
+def _audit_records(
+    spark: SparkSession,
+    root: Path,
+    refs: list[PartitionRef],
+    units: list[dict[str, Any]],
+    states: dict[tuple[str, int], Any],
+    now_ms: int,
+    tasks: int | None,
+) -> dict[int, dict[str, Any]]:
+    """The one Spark job over the records (audit_stages); merged partials by partition index."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not units:
+        return {}
+    index = {(r.topic, r.partition): i for i, r in enumerate(refs)}
+    units = [
+        {
+            **u,
+            "tp": index[(u["topic"], u["partition"])],
+            "state": pack_state(states[(u["topic"], u["partition"])]),
+        }
+        for u in units
+    ]
+    total = sum(int(u.get("bytes") or 0) for u in units)
+    shuffle = max(spark.sparkContext.defaultParallelism, -(-total // KEY_TASK_BYTES))
+    try:
+        with task_failure_log(spark):
+            records = units_frame(spark, units, tasks=tasks).mapInArrow(
+                decode_stage(str(root), now_ms), from_arrow_schema(RECORD_ROWS)
+            )
+            by_key = records.repartition(shuffle, "tp", "key").mapInArrow(
+                key_stage, from_arrow_schema(BATCH_ROWS)
+            )
+            partials = group_by_batch(by_key).mapInArrow(
+                freed_stage, from_arrow_schema(PARTIAL_ROWS)
+            )
+            return merge_partials([r.asDict() for r in partials.collect()])
+    except KafkaLogError:
+        raise
+    except Exception as error:  # a Spark failure: our own one-line error if any
+        raise MaintenanceError(str(task_error(error))) from None
 
 
 def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:
@@ -413,20 +296,9 @@ def _unit(ref: PartitionRef, resolved) -> dict[str, Any]:
     )
 
 
-def _report_row(ref, resolved, state, merged, stats, histogram) -> dict[str, Any]:
-    tp = (ref.topic, ref.partition)
-    part = merged.get(tp) or {
-        "counts": RecordCounts(),
-        "removable": 0,
-        "freed": 0,
-        "superseded": 0,
-        "superseded_bytes": 0,
-        "tombstone_ages": [0] * len(AGE_LABELS),
-        "tombstones_removable": 0,
-    }
+def _report_row(ref, resolved, state, part: dict[str, Any]) -> dict[str, Any]:
     counts: RecordCounts = part["counts"]
-    key_stats = stats.get(tp, {})
-    keys = histogram.get(tp, [0] * len(KEY_BUCKETS))
+    freed = part["freed"]
     return {
         "topic": ref.topic,
         "partition": ref.partition,
@@ -434,11 +306,11 @@ def _report_row(ref, resolved, state, merged, stats, histogram) -> dict[str, Any
         "verdict": verdict(state, counts, resolved.config),
         "records": counts.records,
         "record_bytes": counts.record_bytes,
-        "distinct_keys": key_stats.get("distinct_keys", 0),
-        "duplicated_keys": key_stats.get("duplicated_keys", 0),
+        "distinct_keys": part["distinct_keys"],
+        "duplicated_keys": part["duplicated_keys"],
         "superseded_records": part["superseded"],
         "superseded_bytes": part["superseded_bytes"],
-        "max_records_per_key": key_stats.get("max_records_per_key", 0),
+        "max_records_per_key": part["max_records_per_key"],
         "null_key_records": counts.null_key_records,
         "tombstones": counts.tombstones,
         "tombstones_past_delete_retention": counts.tombstones_past_retention,
@@ -446,8 +318,8 @@ def _report_row(ref, resolved, state, merged, stats, histogram) -> dict[str, Any
         "oldest_tombstone_timestamp": counts.oldest_tombstone_timestamp,
         "transaction_markers": counts.transaction_markers,
         "aborted_records": counts.aborted_records,
-        "removable_records_now": part["removable"],
-        "bytes_freed_now": part["freed"],
+        "removable_records_now": freed.removed_records,
+        "bytes_freed_now": freed.total,
         "log_bytes": sum(s.size for s in state.segments),
         "segments": len(state.segments),
         "log_start_offset": state.log_start_offset,
@@ -465,7 +337,9 @@ def _report_row(ref, resolved, state, merged, stats, histogram) -> dict[str, Any
         "max_compaction_lag_ms": state.max_compaction_lag_ms,
         "compaction_overdue_ms": state.compaction_delay_ms,
         "would_clean_now": state.eligible,
-        "key_distribution": json.dumps(dict(zip(_bucket_labels(), keys, strict=True))),
+        "key_distribution": json.dumps(
+            dict(zip(_bucket_labels(), part["key_histogram"], strict=True))
+        ),
         "tombstone_ages": json.dumps(dict(zip(AGE_LABELS, part["tombstone_ages"], strict=True))),
         "settings": resolved.describe(SETTINGS),
     }

@@ -17,7 +17,8 @@ recovery would delete them), never simply deleted; producer snapshots and leader
 above the new log end offset go, as a broker's recovery leaves them. Every step is safe to kill
 and a re-run finishes the job.
 
-Work is dealt to tasks by partition, weighted by bytes from a first listing pass in the tasks;
+Work is dealt to tasks by partition, weighted by bytes (`segment_sizes`: listed by the driver
+for a few hundred partitions, by a first pass in the tasks above that);
 in verify mode a partition bigger than a fair share is split into runs of segments (a rebuild,
 which writes, keeps each partition in one task).
 """
@@ -43,9 +44,9 @@ from jobs.maintenance.common import (
     prepare_run,
     run_cli,
     run_units,
+    segment_sizes,
 )
 from jobs.maintenance.report import write_report
-from kafkalog_core.log.names import offset_from_file_name, segment_log_files
 from kafkalog_core.log.rebuild import rebuild_partition
 from kafkalog_core.log.verify import verify_partition
 
@@ -81,7 +82,6 @@ REPORT_SCHEMA = pa.schema(
         ("ok", pa.bool_()),
     ]
 )
-SIZE_SCHEMA = pa.schema([("dir", pa.string()), ("base_offset", pa.int64()), ("bytes", pa.int64())])
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,6 @@ class IndexJobOptions:
     log_dir: str
     mode: str
     rebuild_all: bool
-
-
-def size_task(log_dir: str) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-    """The segments of a partition and their sizes: the weights of the work units."""
-
-    def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
-        logs = segment_log_files(Path(log_dir) / unit["dir"])
-        return [
-            {
-                "dir": unit["dir"],
-                "base_offset": offset_from_file_name(p.name),
-                "bytes": p.stat().st_size,
-            }
-            for p in logs
-        ]
-
-    return task
 
 
 def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -189,10 +172,7 @@ def run(
             r.unit(index_interval_bytes=setup.configs[r.topic].config.index_interval_bytes)
             for r in setup.refs
         ]
-        sizes = run_units(spark, units, size_task(str(setup.root)), SIZE_SCHEMA, tasks=tasks)
-        segments: dict[str, list[tuple[int, int]]] = {}
-        for row in sizes.sort_by("base_offset").to_pylist():
-            segments.setdefault(row["dir"], []).append((row["base_offset"], row["bytes"]))
+        segments = segment_sizes(spark, setup.root, units, tasks=tasks)
         slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
         units = plan_slices(
             units, lambda u: segments.get(u["dir"], []), slots, split=mode == "verify"

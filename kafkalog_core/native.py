@@ -1,8 +1,9 @@
 """The optional C loops (`kafkalog_core._native`, built from `_native.c` by pip) and how Arrow
 columns are handed to them.
 
-`module` is None when the extension was not built (no compiler at install time, a zipped
-`--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy paths, which
+`module` (encoder, murmur2) and `decode_module` (the record decoder's walk,
+`_native_decode.c`) are None when an extension was not built (no compiler at install time, a
+zipped `--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy paths, which
 give the same results (the tests compare both).
 """
 
@@ -20,8 +21,13 @@ try:
     from kafkalog_core import _native as module
 except ImportError:  # pragma: no cover - depends on the install
     module = None
+decode_module: ModuleType | None
+try:
+    from kafkalog_core import _native_decode as decode_module
+except ImportError:  # pragma: no cover - depends on the install
+    decode_module = None
 if os.environ.get("KAFKALOG_NATIVE", "") == "0":
-    module = None
+    module = decode_module = None
 
 # (offsets of the column's n rows: n + 1 int32/int64, validity bitmap or None, its bit offset,
 # data buffer or None)

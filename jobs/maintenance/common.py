@@ -28,7 +28,11 @@ from jobs.ingestion.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import KafkaLogError, LogDirError
-from kafkalog_core.log.names import parse_partition_dir_name
+from kafkalog_core.log.names import (
+    offset_from_file_name,
+    parse_partition_dir_name,
+    segment_log_files,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,6 +141,13 @@ def _as_table(result: pa.Table | Iterable[Mapping[str, Any]], schema: pa.Schema)
     return pa.Table.from_pylist(list(result), schema=schema)
 
 
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
 def units_frame(
     spark: SparkSession,
     units: Sequence[Unit],
@@ -174,28 +185,76 @@ def run_units(
     if not units:
         return schema.empty_table()
 
-    def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for text in batch.column(0).to_pylist():
-                for unit in json.loads(text):
-                    try:
-                        table = _as_table(task(unit), schema)
-                    except KafkaLogError as error:
-                        where = unit.get("dir") or unit.get("path") or unit
-                        raise MaintenanceError(f"{where}: {error}") from None
-                    yield from table.to_batches()
+    def run_group(texts: Iterator[str]) -> Iterator[bytes]:
+        tables = [schema.empty_table()]
+        for text in texts:
+            for unit in json.loads(text):
+                try:
+                    tables.append(_as_table(task(unit), schema))
+                except KafkaLogError as error:
+                    where = unit.get("dir") or unit.get("path") or unit
+                    raise MaintenanceError(f"{where}: {error}") from None
+        yield _ipc_bytes(pa.concat_tables(tables))
 
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    frame = units_frame(spark, units, tasks=tasks, weight_key=weight_key)
+    # An RDD of one JSON text per task, not a DataFrame: the rows are few and small, and a
+    # plain Python RDD job starts in a fraction of a mapInArrow query's time (no planning, no
+    # Arrow round trip through the JVM) - which is most of a small maintenance run.
+    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
     try:
         with task_failure_log(spark):
-            rows = frame.mapInArrow(run_groups, from_arrow_schema(schema)).toArrow()
+            blobs = (
+                spark.sparkContext.parallelize(groups, len(groups))
+                .mapPartitions(run_group)
+                .collect()
+            )
+        rows = pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
     except KafkaLogError:
         raise
     except Exception as error:  # a Spark failure: surface our own error line if any
         raise MaintenanceError(str(task_error(error))) from None
     return rows.cast(schema) if rows.num_rows else schema.empty_table()
+
+
+# ---- segment sizes: the weights of the work units ------------------------------------------
+DRIVER_LISTING_LIMIT = 256  # partition dirs the driver lists itself; more: a pass in the tasks
+SIZE_SCHEMA = pa.schema([("dir", pa.string()), ("base_offset", pa.int64()), ("bytes", pa.int64())])
+
+
+def segment_sizes(
+    spark: SparkSession,
+    root: Path,
+    units: Sequence[Unit],
+    *,
+    tasks: int | None = None,
+    driver_limit: int = DRIVER_LISTING_LIMIT,
+) -> dict[str, list[tuple[int, int]]]:
+    """(base offset, bytes) of every .log of each unit's partition dir, in offset order.
+
+    A few hundred dirs are listed on the driver (a scandir each costs far less than the
+    ~0.25 s a Spark job takes to start); a root of thousands goes through a pass in the tasks,
+    so the driver never walks it serially.
+    """
+    if len(units) <= driver_limit:
+        return {u["dir"]: _segment_sizes(root / u["dir"]) for u in units}
+
+    def task(unit: Unit) -> list[dict[str, Any]]:
+        return [
+            {"dir": unit["dir"], "base_offset": base, "bytes": size}
+            for base, size in _segment_sizes(root / unit["dir"])
+        ]
+
+    rows = run_units(spark, units, task, SIZE_SCHEMA, tasks=tasks)
+    segments: dict[str, list[tuple[int, int]]] = {u["dir"]: [] for u in units}
+    for row in rows.sort_by("base_offset").to_pylist():
+        segments[row["dir"]].append((row["base_offset"], row["bytes"]))
+    return segments
+
+
+def _segment_sizes(partition_dir: Path) -> list[tuple[int, int]]:
+    return [
+        (offset_from_file_name(p.name), p.stat().st_size) for p in segment_log_files(partition_dir)
+    ]
 
 
 # ---- run ids, "now", the lock --------------------------------------------------------------

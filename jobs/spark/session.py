@@ -11,6 +11,7 @@ not, Delta tables are read through delta-rs (`jobs.spark.delta`).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,6 +108,7 @@ def get_or_create_session(
         return active
 
     conf = resolve_session_conf(read_spark_defaults(), _submitted_conf(), conf_overrides)
+    _local_workers_use_this_python(conf)
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -115,6 +117,17 @@ def get_or_create_session(
     if level:
         session.sparkContext.setLogLevel(level)
     return session
+
+
+def _local_workers_use_this_python(conf: Mapping[str, str]) -> None:
+    """A local session started from plain Python (a notebook kernel, a script) runs its Python
+    workers with `PYSPARK_PYTHON`, which defaults to whatever `python3` is on PATH: often not
+    the venv this driver runs in, and then every task fails on a missing pyarrow. Use this
+    interpreter unless the user chose one."""
+    master = conf.get("spark.master", "")
+    chosen = "PYSPARK_PYTHON" in os.environ or "spark.pyspark.python" in conf
+    if master.startswith("local") and not chosen and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 def has_delta_extension(spark: SparkSession) -> bool:

@@ -51,6 +51,7 @@ __all__ = [
     "SegmentSummary",
     "TopicPartition",
     "bytes_freed",
+    "freed_from_batches",
     "partition_cleaning_state",
     "read_cleaner_checkpoint",
     "read_high_watermarks",
@@ -368,6 +369,14 @@ class FreedBytes:
     def total(self) -> int:
         return self.batch_bytes + self.record_bytes
 
+    def __add__(self, other: FreedBytes) -> FreedBytes:
+        return FreedBytes(
+            self.removed_records + other.removed_records,
+            self.removed_batches + other.removed_batches,
+            self.batch_bytes + other.batch_bytes,
+            self.record_bytes + other.record_bytes,
+        )
+
 
 def bytes_freed(facts: pa.Table, retained: pa.Array | pa.ChunkedArray | np.ndarray) -> FreedBytes:
     """Turn a per-row survivors mask over a partition's record facts into bytes freed.
@@ -391,18 +400,40 @@ def bytes_freed(facts: pa.Table, retained: pa.Array | pa.ChunkedArray | np.ndarr
     sizes = facts.column("record_size").to_numpy().astype(np.int64)
     batch_sizes = facts.column("batch_size").to_numpy().astype(np.int64)
     _, first, inverse = np.unique(batch, return_index=True, return_inverse=True)
-    kept_rows = np.bincount(inverse, weights=keep)
-    decoded = np.bincount(inverse, weights=sizes)
-    removed = np.bincount(inverse, weights=np.where(keep, 0, sizes))
-    on_disk = batch_sizes[first]
-    gone = kept_rows == 0
+    return freed_from_batches(
+        rows=np.bincount(inverse).astype(np.int64),
+        removed_rows=np.bincount(inverse, weights=~keep).astype(np.int64),
+        decoded_bytes=np.bincount(inverse, weights=sizes).astype(np.int64),
+        removed_bytes=np.bincount(inverse, weights=np.where(keep, 0, sizes)).astype(np.int64),
+        on_disk=batch_sizes[first],
+    )
+
+
+def freed_from_batches(
+    *,
+    rows: np.ndarray,
+    removed_rows: np.ndarray,
+    decoded_bytes: np.ndarray,
+    removed_bytes: np.ndarray,
+    on_disk: np.ndarray,
+) -> FreedBytes:
+    """`bytes_freed` from per-batch sums (one entry per batch, every row of the batch counted):
+    what a Spark job adds up across the tasks that each hold some of a batch's records.
+
+    Additive over batches: the FreedBytes of two sets of batches sum to those of their union
+    (each batch's share is rounded on its own).
+    """
+    rows, removed_rows = np.asarray(rows, np.int64), np.asarray(removed_rows, np.int64)
+    decoded, removed = np.asarray(decoded_bytes, np.int64), np.asarray(removed_bytes, np.int64)
+    on_disk = np.asarray(on_disk, np.int64)
+    gone = removed_rows >= rows
     partial = ~gone & (removed > 0)
     scale = np.where(decoded > 0, (on_disk - RECORD_BATCH_OVERHEAD) / np.maximum(decoded, 1), 1.0)
     return FreedBytes(
-        removed_records=int((~keep).sum()),
+        removed_records=int(removed_rows.sum()),
         removed_batches=int(gone.sum()),
         batch_bytes=int(on_disk[gone].sum()),
-        record_bytes=int(np.rint((removed[partial] * scale[partial]).sum())),
+        record_bytes=int(np.rint(removed[partial] * scale[partial]).sum()),
     )
 
 

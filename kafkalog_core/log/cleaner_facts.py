@@ -156,6 +156,8 @@ def _chunk_facts(
         verify=verify,
         include_control=True,
         with_sizes=True,
+        values=False,
+        headers=headers,
     )
     offsets = records.column("offset").to_numpy()
     # records and batches are both in offset order: a record belongs to the first batch
@@ -173,7 +175,7 @@ def _chunk_facts(
     if is_control.any():
         key = pc.if_else(pa.array(is_control), pa.nulls(len(key), pa.binary()), key)
     key_size = pc.fill_null(pc.binary_length(key), -1).cast(pa.int32())
-    value_null = records.column("value").is_null().to_numpy(zero_copy_only=False)
+    value_null = records.column("value_size").to_numpy() < 0
 
     # tombstones and markers Kafka may remove now (§8.4, §8.5): a v2 batch once its delete
     # horizon has passed; a legacy batch when its segment is older than the legacy horizon

@@ -11,7 +11,20 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-__all__ = ["mapped_file"]
+__all__ = ["mapped_file", "populate"]
+
+# Linux >= 5.14: fill the page tables of the whole map in one call. A walk over a fresh map
+# otherwise takes one page fault per few pages, which measured ~4x the walk itself on a VM.
+_MADV_POPULATE_READ = getattr(
+    mmap, "MADV_POPULATE_READ", 22 if os.uname().sysname == "Linux" else None
+)
+
+
+def populate(mapped: mmap.mmap) -> None:
+    if _MADV_POPULATE_READ is None:
+        return
+    with suppress(OSError, ValueError):  # an older kernel: EINVAL, the faults then happen
+        mapped.madvise(_MADV_POPULATE_READ)
 
 
 @contextmanager
@@ -23,6 +36,7 @@ def mapped_file(path: str | os.PathLike[str]) -> Iterator[memoryview]:
             yield memoryview(b"")
             return
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        populate(mapped)
         view = memoryview(mapped)
         try:
             yield view

@@ -1,7 +1,7 @@
 """The read-only batch walk of segment recovery (§3.5), shared by `LogSegment.recover` and
 `verify`: one implementation of "what would recovery build from this .log".
 
-`scan_segment` walks batch headers over a few large reads, CRC-32C-checks every batch on
+`scan_segment` walks batch headers over the memory-mapped file, CRC-32C-checks every batch on
 memoryviews and parses no records except control batches. It writes nothing: it returns a
 `SegmentScan` with the valid bytes, the index entries recovery would write and where and why
 the walk stopped. Callers decide what to do with it (recover truncates and writes the indexes,
@@ -10,8 +10,11 @@ verify compares them with the files on disk).
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -20,6 +23,7 @@ import numpy as np
 from crc32c import crc32c
 
 from kafkalog_core.errors import CorruptRecordError, LogSegmentOffsetOverflowError
+from kafkalog_core.log.mapped import populate
 from kafkalog_core.log.names import offset_from_file_name
 from kafkalog_core.log.txn_index import AbortedTxn
 from kafkalog_core.record.batch import (
@@ -43,7 +47,6 @@ INT32_MAX: Final = 2**31 - 1
 NO_TIMESTAMP: Final = -1
 DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096
 
-_RECOVERY_CHUNK = 32 << 20  # bytes read at once; a larger batch gets its own read
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -289,13 +292,10 @@ def _walk(
     unpack_header = HEADER.unpack_from
     unpack_i32 = _I32.unpack_from
     unpack_u32 = _U32.unpack_from
-    chunk_start = 0
-    while invalid is None and chunk_start < size - HEADER_SIZE_UP_TO_MAGIC:
-        chunk = os.pread(fd, min(_RECOVERY_CHUNK, size - chunk_start), chunk_start)
-        view = memoryview(chunk)
+    with _mapped(fd, size) as chunk:
+        view = chunk
         n = len(chunk)
         p = 0
-        progressed = False
         while p < n - HEADER_SIZE_UP_TO_MAGIC:
             length = unpack_i32(chunk, p + 8)[0]
             if length < LEGACY_RECORD_OVERHEAD_V0:
@@ -304,14 +304,7 @@ def _walk(
                 break
             total = length + LOG_OVERHEAD
             if p + total > n:
-                if chunk_start + p + total > size:
-                    invalid = (PARTIAL_BATCH, f"declares {total} bytes, {size - valid} remain")
-                elif not progressed:
-                    # one batch larger than the chunk: read it on its own
-                    chunk = os.pread(fd, total, chunk_start)
-                    view = memoryview(chunk)
-                    n = len(chunk)
-                    continue
+                invalid = (PARTIAL_BATCH, f"declares {total} bytes, {size - valid} remain")
                 break
             magic = chunk[p + 16]
             if magic == MAGIC_V2:
@@ -329,7 +322,7 @@ def _walk(
                 invalid = _legacy_problem(view, p, total)
                 if invalid is not None:
                     break
-                header = header_at(chunk, p, chunk_start + p, path)
+                header = header_at(chunk, p, p, path)
                 bo, ple, attrs, pid = header.base_offset, -1, header.attributes, -1
                 last_offset, batch_max_ts = header.last_offset, header.max_timestamp
             if check_offsets and (bo <= prev_last or last_offset < bo):
@@ -342,7 +335,7 @@ def _walk(
             if relative < 0 or relative > INT32_MAX:
                 raise LogSegmentOffsetOverflowError(
                     f"Detected offset overflow at offset {last_offset} in segment "
-                    f"{path} (position {chunk_start + p})"
+                    f"{path} (position {p})"
                 )
             if batch_max_ts > max_ts:
                 max_ts, max_off = batch_max_ts, last_offset
@@ -363,7 +356,7 @@ def _walk(
                     epoch_cache.assign(ple, bo)
                     epoch = ple
                 if pid >= 0 or (attrs & (CONTROL_MASK | TRANSACTIONAL_MASK)):
-                    header = BatchHeader(*unpack_header(chunk, p), position=chunk_start + p)
+                    header = BatchHeader(*unpack_header(chunk, p), position=p)
                     control_type = None
                     if attrs & CONTROL_MASK:
                         control_type = control_type_of(view[p : p + total], header)
@@ -373,10 +366,6 @@ def _walk(
                 elif hasattr(tracker, "map_end_offset"):
                     tracker.map_end_offset = last_offset + 1
             p += total
-            progressed = True
-        chunk_start += p
-        if not progressed:
-            break
     if invalid is None and valid < size:
         invalid = (PARTIAL_BATCH, f"{size - valid} bytes too few for a batch header")
     return SegmentScan(
@@ -395,6 +384,24 @@ def _walk(
         aborted_txns=aborted_txns,
         invalid=None if invalid is None else _invalid_at(fd, valid, size, *invalid),
     )
+
+
+@contextmanager
+def _mapped(fd: int, size: int) -> Iterator[memoryview]:
+    """The first `size` bytes of the open file, memory-mapped read-only with its page tables
+    filled up front (mapped._populate): no copy, where 32 MiB preads copied every byte."""
+    if size <= 0:
+        yield memoryview(b"")
+        return
+    mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    populate(mapped)
+    view = memoryview(mapped)[:size]
+    try:
+        yield view
+    finally:
+        view.release()
+        with suppress(BufferError):  # a caller may still hold a slice: the GC closes it then
+            mapped.close()
 
 
 def _invalid_at(fd: int, position: int, size: int, reason: str, detail: str) -> InvalidBatch:

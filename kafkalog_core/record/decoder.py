@@ -4,7 +4,9 @@ Why it is shaped this way: a v2 records area (§1.3) can only be walked sequenti
 each record's length varint says where the next one starts. So the Python part per record is
 reduced to chasing that one varint (`_record_starts`, which even switches to a vectorized
 stride guess while consecutive records have the same size). Everything else is decoded for all
-records of many batches at once with numpy, and keys/values become Arrow arrays through a
+records of many batches at once with numpy. When the optional C extension
+(`kafkalog_core._native_decode`) is built, one C pass finds every record's field positions
+instead and the numpy walk only runs to name the problem of a group the C pass refused, and keys/values become Arrow arrays through a
 zero-copy `binary_view` over the records bytes that Arrow then compacts to `binary` in C++.
 
 Validation is strict and typed: anything malformed is a `CorruptRecordError` naming the batch
@@ -15,14 +17,16 @@ batch is then re-parsed alone to produce a precise message).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.lib.stride_tricks import as_strided
 
 from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.native import decode_module
 from kafkalog_core.record.batch import (
     CONTROL_MASK,
     INT32_MAX,
@@ -46,6 +50,7 @@ from kafkalog_core.record.schema import (
     HEADERS_TYPE,
     RECORD_SCHEMA,
     RECORD_SIZE_FIELD,
+    VALUE_SIZE_FIELD,
 )
 from kafkalog_core.record.varint import decode_varint, encode_varint
 
@@ -65,6 +70,7 @@ MIN_RECORD_SIZE = 1 + MIN_RECORD_BODY
 _MAX_GROUP_BYTES = 1 << 30  # keeps every position of one vectorized pass inside int32 views
 _SPECULATE_AFTER = 8  # equal-size records in a row before guessing the rest by stride
 _INLINE = 12  # binary_view stores values of up to 12 bytes inline
+_VALUE_SIZE_SCHEMA = RECORD_SCHEMA.set(RECORD_SCHEMA.get_field_index("value"), VALUE_SIZE_FIELD)
 
 
 class _Corrupt(Exception):
@@ -208,12 +214,18 @@ def decode_records(
     verify: bool = True,
     include_control: bool = False,
     with_sizes: bool = False,
+    values: bool = True,
+    headers: Iterable[BatchHeader] | None = None,
 ) -> pa.Table:
     """Every record of every batch in `buf[start:end]` (v2 and legacy mixed) as one table.
 
     Consecutive v2 batches are decoded in one vectorized pass. Control batches (transaction
     markers) are left out unless `include_control`, as a consumer would. `with_sizes` adds
     the `record_size` column (RECORD_SIZE_FIELD): what the compaction audit counts as freed.
+    `values=False` gives `value_size` (VALUE_SIZE_FIELD, -1 = null) in place of the `value`
+    column, for readers that only ask whether a value is there (no copy of the value bytes).
+    `headers` are the batches of `buf[start:end]` when the caller has already walked them
+    (iter_batch_headers with the same `verify`), to save a second walk.
     """
     view = memoryview(buf)
     if view.ndim != 1 or view.itemsize != 1:
@@ -225,11 +237,13 @@ def decode_records(
     def flush() -> None:
         nonlocal group_bytes
         if group:
-            parts.append(_decode_v2_group(view, group, with_sizes=with_sizes))
+            parts.append(_decode_v2_group(view, group, with_sizes=with_sizes, values=values))
             group.clear()
             group_bytes = 0
 
-    for header in iter_batch_headers(view, start=start, end=end, verify=verify):
+    if headers is None:
+        headers = iter_batch_headers(view, start=start, end=end, verify=verify)
+    for header in headers:
         if header.magic >= MAGIC_V2:
             if header.is_control and not include_control:
                 continue
@@ -239,12 +253,12 @@ def decode_records(
             group_bytes += header.size
         else:
             flush()
-            parts.append(decode_legacy_entry(view, header, verify=verify, with_sizes=with_sizes))
+            entry = decode_legacy_entry(view, header, verify=verify, with_sizes=with_sizes)
+            parts.append(entry if values else _value_sizes(entry))
     flush()
     if not parts:
-        if with_sizes:
-            return RECORD_SCHEMA.append(RECORD_SIZE_FIELD).empty_table()
-        return RECORD_SCHEMA.empty_table()
+        schema = RECORD_SCHEMA if values else _value_sizes(RECORD_SCHEMA.empty_table()).schema
+        return (schema.append(RECORD_SIZE_FIELD) if with_sizes else schema).empty_table()
     if len(parts) == 1:
         return parts[0]
     return pa.concat_tables(parts)
@@ -253,6 +267,13 @@ def decode_records(
 # ---------------------------------------------------------------------------------------------
 # v2 decoding
 # ---------------------------------------------------------------------------------------------
+
+
+def _value_sizes(table: pa.Table) -> pa.Table:
+    """`value` replaced by its byte length (-1 for null) in the same position."""
+    at = table.schema.get_field_index("value")
+    sizes = pc.fill_null(pc.binary_length(table.column("value")), -1).cast(pa.int32())
+    return table.set_column(at, VALUE_SIZE_FIELD, sizes)
 
 
 def _where(h: BatchHeader) -> str:
@@ -514,8 +535,39 @@ class _Parsed:
     size: np.ndarray  # encoded bytes of each record: length varint + body
 
 
-def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit: int) -> _Parsed:
-    """Decode every field of the records starting at `starts` (one pass, no per-record Python)."""
+@dataclass(slots=True)
+class _Fields:
+    """Where each record's fields lie in the records bytes (one row per record)."""
+
+    start: np.ndarray
+    size: np.ndarray  # length varint + body
+    timestamp_delta: np.ndarray
+    offset_delta: np.ndarray
+    key_pos: np.ndarray
+    key_len: np.ndarray  # -1 = null
+    value_pos: np.ndarray
+    value_len: np.ndarray
+    headers_pos: np.ndarray  # after headersCount
+    headers_count: np.ndarray
+
+
+def _native_fields(
+    data: bytes | memoryview, regions: np.ndarray, counts: np.ndarray
+) -> _Fields | None:
+    """The C walk of every records area; None when it is not built or refuses a batch."""
+    if decode_module is None:
+        return None
+    room = (regions[1::2] - regions[0::2]) // MIN_RECORD_SIZE
+    if (counts > room).any():  # a count that cannot fit: never allocate for it
+        return None
+    out = np.empty((decode_module.FIELDS, int(counts.sum())), np.int64)
+    if decode_module.record_fields(data, regions, counts, out) >= 0:
+        return None  # malformed somewhere: the numpy walk names the problem
+    return _Fields(*out)
+
+
+def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
+    """The numpy walk: each field of every record, field by field across records."""
     n = starts.shape[0]
     length, lsize = _varints(arr, starts, limit, 5)
     record_end = starts + lsize + length
@@ -544,15 +596,9 @@ def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit
     pos += s
     _check(count >= 0, "negative headers count")
     _check(count <= record_end - pos, "headers count larger than the remaining record bytes")
-    total_headers = int(count.sum()) if n else 0
-    if total_headers:
-        headers = _parse_headers(arr, buffer, pos, count, record_end, limit, total_headers)
-        pos = headers[1]
-        header_array = headers[0]
-    else:
-        header_array = pa.ListArray.from_arrays(
-            pa.array(np.zeros(n + 1, np.int32)), pa.array([], HEADER_STRUCT_TYPE)
-        )
+    headers_pos = pos
+    if n and int(count.sum()):
+        pos = _parse_headers(arr, None, pos, count, record_end, limit, int(count.sum()))[1]
     if not np.array_equal(pos, record_end):
         bad = int(np.flatnonzero(pos != record_end)[0])
         raise _Corrupt(
@@ -560,9 +606,41 @@ def _parse_records(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit
             f"record length mismatch: declared {int(length[bad])} bytes, fields take "
             f"{int(pos[bad] - starts[bad] - lsize[bad])}",
         )
-    key = _binary_from_spans(arr, buffer, key_pos, key_len)
-    value = _binary_from_spans(arr, buffer, value_pos, value_len)
-    return _Parsed(offset_delta, ts_delta, key, value, header_array, record_end - starts)
+    return _Fields(
+        starts,
+        record_end - starts,
+        ts_delta,
+        offset_delta,
+        key_pos,
+        key_len,
+        value_pos,
+        value_len,
+        headers_pos,
+        count,
+    )
+
+
+def _columns(
+    arr: np.ndarray, buffer: pa.Buffer, f: _Fields, limit: int, values: bool = True
+) -> _Parsed:
+    """Arrow key, value (or value size) and headers columns from the records' field positions."""
+    n = f.start.shape[0]
+    total_headers = int(f.headers_count.sum()) if n else 0
+    if total_headers:
+        record_end = f.start + f.size
+        header_array, _ = _parse_headers(
+            arr, buffer, f.headers_pos, f.headers_count, record_end, limit, total_headers
+        )
+    else:
+        header_array = pa.ListArray.from_arrays(
+            pa.array(np.zeros(n + 1, np.int32)), pa.array([], HEADER_STRUCT_TYPE)
+        )
+    key = _binary_from_spans(arr, buffer, f.key_pos, f.key_len)
+    if values:
+        value = _binary_from_spans(arr, buffer, f.value_pos, f.value_len)
+    else:
+        value = pa.array(f.value_len.astype(np.int32))
+    return _Parsed(f.offset_delta, f.timestamp_delta, key, value, header_array, f.size)
 
 
 def _check(ok: np.ndarray, problem: str) -> None:
@@ -572,14 +650,18 @@ def _check(ok: np.ndarray, problem: str) -> None:
 
 def _parse_headers(
     arr: np.ndarray,
-    buffer: pa.Buffer,
+    buffer: pa.Buffer | None,
     pos: np.ndarray,
     count: np.ndarray,
     record_end: np.ndarray,
     limit: int,
     total: int,
-) -> tuple[pa.Array, np.ndarray]:
-    """Headers of all records, decoded header-index by header-index across records."""
+) -> tuple[pa.Array | None, np.ndarray]:
+    """Headers of all records, decoded header-index by header-index across records.
+
+    Returns the headers column and where each record's headers end; with `buffer` None only
+    walks (the column is None).
+    """
     pos = pos.copy()
     list_offsets = np.zeros(count.shape[0] + 1, np.int64)
     np.cumsum(count, out=list_offsets[1:])
@@ -615,6 +697,8 @@ def _parse_headers(
                 int(rows[np.argmax(p > end)]), "header value runs past the end of its record"
             )
         pos[rows] = p
+    if buffer is None:
+        return None, pos
     keys = _binary_from_spans(arr, buffer, hk_pos, hk_len, string=True)
     try:
         keys.validate(full=True)
@@ -627,11 +711,11 @@ def _parse_headers(
 
 
 def _decode_v2_group(
-    view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False
+    view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False, values: bool = True
 ) -> pa.Table:
     """Decode the records of several v2 batches of `view` in one vectorized pass."""
     try:
-        return _decode_v2_group_fast(view, headers, with_sizes)
+        return _decode_v2_group_fast(view, headers, with_sizes, values)
     except _Corrupt as signal:
         if len(headers) == 1:
             raise _located(headers[0], signal) from None
@@ -649,7 +733,7 @@ def _located(h: BatchHeader, signal: _Corrupt) -> CorruptRecordError:
 
 
 def _decode_v2_group_fast(
-    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False
+    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False, values: bool = True
 ) -> pa.Table:
     for h in headers:
         _check_v2_bounds(view, h)
@@ -671,13 +755,17 @@ def _decode_v2_group_fast(
             at += len(chunk)
     arr = np.frombuffer(data, np.uint8)
     buffer = pa.py_buffer(data)
-    starts_list = []
-    counts = np.empty(len(headers), np.int64)
-    for k, (h, (lo, hi)) in enumerate(zip(headers, regions, strict=True)):
-        starts_list.append(_record_starts(data, arr, lo, hi, h.records_count))
-        counts[k] = h.records_count
-    starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
-    parsed = _parse_records(arr, buffer, starts, arr.shape[0])
+    counts = np.array([h.records_count for h in headers], np.int64)
+    fields = _native_fields(data, np.array(regions, np.int64).reshape(-1), counts)
+    if fields is None:  # no C extension, or a malformed batch: the numpy walk
+        starts_list = [
+            _record_starts(data, arr, lo, hi, h.records_count)
+            for h, (lo, hi) in zip(headers, regions, strict=True)
+        ]
+        starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
+        fields = _walk_fields(arr, starts, arr.shape[0])
+    parsed = _columns(arr, buffer, fields, arr.shape[0], values)
+    starts = fields.start
 
     base_offsets = np.array([h.base_offset for h in headers], np.int64)
     base_ts = np.array([h.base_timestamp for h in headers], np.int64)
@@ -707,7 +795,7 @@ def _decode_v2_group_fast(
             parsed.value,
             parsed.headers,
         ],
-        schema=RECORD_SCHEMA,
+        schema=RECORD_SCHEMA if values else _VALUE_SIZE_SCHEMA,
     )
     if with_sizes:
         table = table.append_column(RECORD_SIZE_FIELD, pa.array(parsed.size.astype(np.int32)))

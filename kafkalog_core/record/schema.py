@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["HEADERS_TYPE", "HEADER_STRUCT_TYPE", "RECORD_SCHEMA", "RECORD_SIZE_FIELD"]
+__all__ = [
+    "HEADERS_TYPE",
+    "HEADER_STRUCT_TYPE",
+    "RECORD_SCHEMA",
+    "RECORD_SIZE_FIELD",
+    "VALUE_SIZE_FIELD",
+]
 
 HEADER_STRUCT_TYPE = pa.struct(
     [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
@@ -29,3 +35,5 @@ RECORD_SCHEMA = pa.schema(
 # the length varint plus the body in the (decompressed) records area; for magic 0/1, the whole
 # message with its 12-byte log overhead. What compaction frees when it drops the record.
 RECORD_SIZE_FIELD = pa.field("record_size", pa.int32())
+# what `decode_records(values=False)` gives in place of `value`: its byte length, -1 for null
+VALUE_SIZE_FIELD = pa.field("value_size", pa.int32())

@@ -175,3 +175,23 @@ def test_a_real_spark_failure_keeps_sparks_task_lines_before_ours(tmp_path):
     aborting = [i for i, line in enumerate(output) if "ERROR TaskSetManager" in line]
     errors = [i for i, line in enumerate(output) if line.startswith("kafkalog: error:")]
     assert len(errors) == 1 and aborting and aborting[-1] < errors[0], output[-20:]
+
+
+def test_a_local_session_from_plain_python_runs_workers_with_this_python(monkeypatch):
+    """A notebook kernel of the venv, with a `python3` on PATH that lacks pyarrow: the local
+    workers must run this interpreter; a user's own choice wins; a cluster is left alone."""
+    import sys
+
+    from jobs.spark.session import _local_workers_use_this_python
+
+    for name in ("PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    _local_workers_use_this_python({"spark.master": "local[*]"})
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/mine/python")
+    _local_workers_use_this_python({"spark.master": "local[2]"})
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/mine/python"
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    _local_workers_use_this_python({"spark.master": "spark://h:7077"})
+    _local_workers_use_this_python({"spark.master": "local", "spark.pyspark.python": "/p"})
+    assert "PYSPARK_PYTHON" not in os.environ

@@ -298,3 +298,34 @@ def test_record_batch_view_api() -> None:
     assert bytes(batch.raw()) == EXAMPLE_B
     assert isinstance(batch.records(), pa.Table)
     assert np.array_equal(batch.sequences(), [-1, -1])
+
+
+def test_value_sizes_instead_of_values_and_prewalked_headers(fixtures_dir) -> None:
+    """`values=False` swaps `value` for its length (-1 = null) in place, for v2 and legacy
+    entries alike; `headers=` (the caller's own walk) decodes the same table."""
+    import pyarrow.compute as pc
+
+    from kafkalog_core.record.batch import iter_batch_headers
+
+    logs = sorted((fixtures_dir / "segments").rglob("*.log"))
+    logs += sorted(p for p in (fixtures_dir / "batches").iterdir() if p.is_file())
+    legacy = 0
+    for path in logs:
+        data = path.read_bytes()
+        try:
+            full = decode_records(data, include_control=True, with_sizes=True)
+        except CorruptRecordError:  # a records area or a deliberately damaged batch
+            continue
+        legacy += any(h.magic < 2 for h in iter_batch_headers(data))
+        sizes = decode_records(data, include_control=True, with_sizes=True, values=False)
+        expected = pc.fill_null(pc.binary_length(full.column("value")), -1).cast(pa.int32())
+        assert sizes.column("value_size").equals(expected), path.name
+        assert sizes.schema.names == [
+            "value_size" if n == "value" else n for n in full.schema.names
+        ]
+        assert sizes.drop_columns(["value_size"]).equals(full.drop_columns(["value"]))
+        walked = list(iter_batch_headers(data, verify=True))
+        assert decode_records(data, include_control=True, with_sizes=True, headers=walked).equals(
+            full
+        )
+    assert legacy  # the legacy path is covered too

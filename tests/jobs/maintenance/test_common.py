@@ -16,6 +16,7 @@ from jobs.maintenance.common import (
     maintenance_lock,
     parse_now,
     run_units,
+    segment_sizes,
 )
 from jobs.maintenance.report import read_report, write_report
 from jobs.maintenance.topic_configs import resolve_topic_configs
@@ -186,3 +187,17 @@ def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) ->
     orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
     assert orders.config.retention_ms == 7 and orders.config.segment_ms == 9
     assert orders.source_of("segment.ms") == "ingest run new"
+
+
+def test_segment_sizes_on_the_driver_and_in_tasks_agree(spark, tmp_path: Path) -> None:
+    """A small root is listed by the driver (no Spark job); a big one by a pass in the tasks:
+    both give every segment's (base offset, bytes) in offset order."""
+    for name, segments in {"a-0": (0, 30, 7), "a-1": (5,), "b-0": ()}.items():
+        (tmp_path / name).mkdir()
+        for base in segments:
+            (tmp_path / name / f"{base:020d}.log").write_bytes(b"x" * (base + 3))
+        (tmp_path / name / f"{0:020d}.index").write_bytes(b"")  # not a segment size
+    units = [{"dir": name} for name in ("a-0", "a-1", "b-0")]
+    expected = {"a-0": [(0, 3), (7, 10), (30, 33)], "a-1": [(5, 8)], "b-0": []}
+    assert segment_sizes(spark, tmp_path, units) == expected
+    assert segment_sizes(spark, tmp_path, units, driver_limit=0) == expected
