@@ -70,3 +70,16 @@ def test_every_kafkalog_example_parses_with_the_real_cli():
         argv = ["x.log" if a == "..." else a for a in argv]  # the README's elided file list
         args = parser.parse_args(argv)
         assert args.files if args.command == "dump-log" else args.dir
+
+
+def test_every_yaml_example_is_a_valid_ingest_config():
+    """The data-source section shows an ingest config beside the same df.write: it must load."""
+    import yaml
+
+    from jobs.ingestion.config import IngestConfig
+
+    blocks = _code_blocks("yaml")
+    assert blocks
+    for block in blocks:
+        config = IngestConfig.from_dict(yaml.safe_load(block))
+        assert config.topics

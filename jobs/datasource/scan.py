@@ -24,11 +24,9 @@ from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
 
 __all__ = [
-    "KAFKA_SCHEMA_DDL",
     "LogSlice",
     "SlicePack",
     "SliceFilter",
-    "kafka_schema_ddl",
     "read_pack",
     "read_slice",
     "report_data_loss",
@@ -37,12 +35,6 @@ __all__ = [
 
 LOG = logging.getLogger("kafkalog.datasource")
 
-# Spark's Kafka source schema, column for column
-KAFKA_SCHEMA_DDL = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 _ROWS_PER_BATCH = 1 << 16
 # Spark's Arrow form of array<struct<key string, value binary>> (list item named "element")
 _SPARK_HEADERS = pa.list_(
@@ -57,10 +49,6 @@ _read_hook: Callable[[str, int, int], None] | None = None
 def set_read_hook(hook: Callable[[str, int, int], None] | None) -> None:
     global _read_hook
     _read_hook = hook
-
-
-def kafka_schema_ddl(include_headers: bool) -> str:
-    return f"{KAFKA_SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else KAFKA_SCHEMA_DDL
 
 
 @dataclass(frozen=True)

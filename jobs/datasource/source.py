@@ -1,4 +1,9 @@
-"""`format("kafkalog")`: Kafka log dirs as a Spark data source with the Kafka source's options."""
+"""`format("kafkalog")`: Kafka log dirs as a Spark data source with the Kafka source's options.
+
+Spark instantiates the source and calls `schema()` in a fresh Python worker on every `load()`,
+and plans in another: the readers and the writer are imported where they are needed, so the
+schema call pays only for pyspark's own imports.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +15,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.datasource.options import parse_read_options
-from jobs.datasource.reader import KafkaLogFilteringReader, KafkaLogReader, planning_filter_pushdown
-from jobs.datasource.scan import kafka_schema_ddl
-from kafkalog_core.errors import KafkaLogError
+from jobs.datasource.schema import kafka_schema_ddl
 
-__all__ = ["KafkaLogDataSource", "WriteNotSupportedError"]
-
-
-class WriteNotSupportedError(KafkaLogError):
-    """`df.write.format("kafkalog")` is not built yet (the ingest job writes log dirs)."""
+__all__ = ["KafkaLogDataSource"]
 
 
 class KafkaLogDataSource(DataSource):
-    """Reads (batch and streaming) Kafka log dirs; options as Spark's Kafka source."""
+    """Reads (batch and streaming) and writes Kafka log dirs; options as Spark's Kafka source."""
 
     @classmethod
     def name(cls) -> str:
@@ -34,12 +32,20 @@ class KafkaLogDataSource(DataSource):
         return kafka_schema_ddl(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from jobs.datasource.options import parse_read_options
+        from jobs.datasource.reader import (
+            KafkaLogFilteringReader,
+            KafkaLogReader,
+            planning_filter_pushdown,
+        )
+
         options = parse_read_options(self.options)
         if planning_filter_pushdown():
             return KafkaLogFilteringReader(options)
         return KafkaLogReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        from jobs.datasource.options import parse_read_options
         from jobs.datasource.stream import KafkaLogStreamReader
 
         return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
@@ -47,9 +53,5 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jobs.datasource.writer import KafkaLogWriter, parse_write_options
 
-        if overwrite:
-            raise WriteNotSupportedError(
-                'kafkalog: mode("overwrite") is not supported: a Kafka log is append-only '
-                '(delete the log dir or write to a new one); use mode("append")'
-            )
-        return KafkaLogWriter(parse_write_options(self.options), "partition" in schema.fieldNames())
+        options = parse_write_options(self.options)
+        return KafkaLogWriter(options, "partition" in schema.fieldNames(), overwrite=overwrite)

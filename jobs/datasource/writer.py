@@ -16,9 +16,13 @@ the base offset) and publishes with the ingest job's protocol, under the root's 
 aborted or failed job publishes nothing, and a run id already committed is a no-op. Records of a
 partition keep the DataFrame's order within each task, tasks follow their partition index.
 
-Modes: `append` (the default here as for Spark's Kafka sink) continues existing partitions;
-`overwrite` is refused (a Kafka log is append-only: delete the root or write a new one);
-`errorifexists`/`ignore` are decided by Spark from `DefaultSource`'s capabilities.
+Modes (Spark hands a Python data source only `overwrite: bool`): `append` continues existing
+partitions, a new segment per task share. `overwrite` replaces the topics the write names (the
+`topic` option) or carries rows for: their partition dirs, whatever their count, are retired
+inside the same journaled publish that renames the new ones in (`commit/retire.py`), offsets
+start at 0 again, the topic id is kept (or `topics.<name>.topic_id`), other topics are untouched.
+Spark refuses `errorifexists` (its default) and `ignore` itself for Python data sources
+(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any of this code runs.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from jobs.ingestion.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_tas
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
+from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import batch_options_for
 
 LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
@@ -268,9 +273,12 @@ class KafkaLogCommitMessage(WriterCommitMessage):
 class KafkaLogWriter(DataSourceArrowWriter):
     """Tasks stage at provisional offsets; `commit` moves them into place and publishes."""
 
-    def __init__(self, options: WriteOptions, has_partition_column: bool) -> None:
+    def __init__(
+        self, options: WriteOptions, has_partition_column: bool, overwrite: bool = False
+    ) -> None:
         self.options = options
         self.by_key = not has_partition_column
+        self.overwrite = overwrite
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
         from pyspark import TaskContext
@@ -299,7 +307,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         manifests = [
             TaskManifest.from_json(text) for m in messages if m is not None for text in m.manifests
         ]
-        commit_write(self.options, manifests)
+        commit_write(self.options, manifests, overwrite=self.overwrite)
 
     def abort(self, messages: list[KafkaLogCommitMessage | None]) -> None:
         import shutil
@@ -307,8 +315,14 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(staging_root(self.options.root, self.options.run_id), ignore_errors=True)
 
 
-def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
-    """Order each partition's staged shares by task, move them into place, publish."""
+def commit_write(
+    options: WriteOptions, manifests: list[TaskManifest], *, overwrite: bool = False
+) -> None:
+    """Order each partition's staged shares by task, move them into place, publish.
+
+    With `overwrite` the written topics' existing partitions are left out of the state (the
+    shares start at offset 0) and named in the plan as retired: the publish swaps them out.
+    """
     root = Path(options.root)
     root.mkdir(parents=True, exist_ok=True)
     with RunLock(root, options.run_id):
@@ -316,7 +330,12 @@ def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
         history = IngestHistory(root)
         if history.find_run(options.run_id):
             return  # this run id is committed already: a no-op, as for the ingest job
-        state = scan_existing_state(root)
+        found = scan_existing_state(root)
+        replaced = {m.topic for m in manifests} | ({options.topic} if options.topic else set())
+        if not overwrite:
+            replaced = set()
+        state = {tp: s for tp, s in found.items() if tp[0] not in replaced}
+        retired = tuple(partition_dir_name(*tp) for tp in found if tp[0] in replaced)
         check_configured_topic_ids(options.topic_ids, state)
         by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
         for m in manifests:
@@ -344,7 +363,8 @@ def commit_write(options: WriteOptions, manifests: list[TaskManifest]) -> None:
             output_root=root,
             run_id=options.run_id,
             run_info=info,
-            topic_ids=topic_ids_for(topics, state, options.topic_ids),
+            topic_ids=topic_ids_for(topics, found, options.topic_ids),
+            retired=retired,
         )
         publish(plan)
         cleanup_stale_staging(root, options.run_id)

@@ -109,8 +109,32 @@ def test_topic_id_option_lands_in_partition_metadata_and_a_mismatch_is_refused(
     assert _read(spark, root).count() == len(ROWS)
 
 
-def test_overwrite_is_refused(spark, tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="append-only"):
-        _frame(spark).write.format("kafkalog").mode("overwrite").option("topic", "t").save(
-            str(tmp_path / "logs")
-        )
+def test_overwrite_replaces_the_written_topic(spark, tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    _write(_frame(spark), root, runId="o1")
+    _write(_frame(spark), root, runId="o2", topic="other", **{"topics.other.partitions": "1"})
+    fresh = [(b"n%d" % i, b"new-%d" % i, None) for i in range(30)]
+    writer = _frame(spark, fresh, 2).write.format("kafkalog").mode("overwrite")
+    writer.option("topic", "orders").option("topics.orders.partitions", "2").save(str(root))
+    back = _read(spark, root).collect()
+    assert sorted(r.value for r in back) == sorted(v for _, v, _ in fresh)
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("orders-")) == [
+        "orders-0",
+        "orders-1",
+    ]
+    for p in range(2):  # offsets start at 0 again
+        offsets = [o for o, _, _, _ in oracle(root / f"orders-{p}")]
+        assert offsets == list(range(len(offsets)))
+    other = spark.read.format("kafkalog").option("subscribe", "other").load(str(root))
+    assert other.count() == len(ROWS)  # the topic the overwrite did not name is untouched
+
+
+@pytest.mark.parametrize("mode", ["errorifexists", "ignore", None])
+def test_spark_refuses_errorifexists_and_ignore_before_the_writer(spark, tmp_path, mode) -> None:
+    """Spark decides these for every Python data source: the writer is never asked."""
+    writer = _frame(spark).write.format("kafkalog").option("topic", "orders")
+    if mode is not None:
+        writer = writer.mode(mode)
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        writer.save(str(tmp_path / "logs"))
+    assert not (tmp_path / "logs").exists()

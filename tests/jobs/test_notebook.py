@@ -62,30 +62,47 @@ def test_notebook_is_valid_nbformat4():
     assert ".read_records()" in source and '"dump-log"' in source
 
 
-@pytest.mark.spark
-def test_notebook_code_cells_run_in_order(tmp_path):
-    tmp = tmp_path / "tmp"
-    work = tmp_path / "cwd"
-    tmp.mkdir()
-    work.mkdir()
+def clean_code_source(notebook: Path) -> str:
+    """The code cells' source, after checking nbformat 4 and that no outputs were committed."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    assert nb["nbformat"] == 4
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    return "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def run_notebook(notebook: Path, tmp: Path, cwd: Path) -> str:
+    """Run `notebook`'s code cells in a subprocess (TMPDIR=tmp, Agg plots); its stdout."""
     env = {
         **os.environ,
         "TMPDIR": str(tmp),
         "PYTHONPATH": str(ROOT),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "MPLBACKEND": "Agg",
     }
+    env.pop("LOG_DIR", None)
     result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(NOTEBOOK)],
+        [sys.executable, "-c", RUNNER, str(notebook)],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=work,
+        cwd=cwd,
         env=env,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    out = result.stdout
-    assert out.rstrip().endswith("== done ==")
+    assert result.stdout.rstrip().endswith("== done ==")
+    return result.stdout
+
+
+@pytest.mark.spark
+def test_notebook_code_cells_run_in_order(tmp_path):
+    tmp = tmp_path / "tmp"
+    work = tmp_path / "cwd"
+    tmp.mkdir()
+    work.mkdir()
+    out = run_notebook(NOTEBOOK, tmp, work)
 
     logs = tmp / "kafkalog-quickstart" / "kafka-logs"
     entries = {p.name for p in logs.iterdir()}

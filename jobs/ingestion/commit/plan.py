@@ -71,6 +71,8 @@ class PublishPlan:
     discarded: tuple[TaskManifest, ...] = ()
     run_info: RunInfo = field(default_factory=RunInfo)
     meta_properties: Mapping[str, str] | None = None
+    # partition dirs an overwrite replaces (moved out before the new dirs go in; `retire.py`)
+    retired: tuple[str, ...] = ()
 
     @property
     def record_count(self) -> int:
@@ -113,6 +115,7 @@ class PublishPlan:
                 discarded=tuple(TaskManifest.from_dict(m) for m in data["discarded"]),
                 run_info=RunInfo(**data["run_info"]),
                 meta_properties=data["meta_properties"],
+                retired=tuple(data.get("retired", ())),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise PublishError(f"malformed publish plan/journal: {e}") from None
@@ -133,12 +136,14 @@ def plan_publish(
     topic_ids: Mapping[str, str] | None = None,
     meta_properties: Mapping[str, str] | None = None,
     verify: bool = True,
+    retired: tuple[str, ...] = (),
 ) -> PublishPlan:
     """Pick one attempt per (partition, range) and check the ranges chain from the log end.
 
     Duplicates (retried/speculative attempts) must agree on their offsets; the lowest attempt id
     whose staged files verify wins, so the choice is the same on every re-plan. A partition with
-    no existing state is new and must start at offset 0.
+    no existing state is new and must start at offset 0. `retired` names the partition dirs an
+    overwrite replaces: `existing_state` must then leave them out (they are new again).
     """
     by_key: dict[tuple[str, int, int], list[TaskManifest]] = {}
     for m in manifests:
@@ -182,6 +187,7 @@ def plan_publish(
         discarded=tuple(discarded),
         run_info=run_info or RunInfo(),
         meta_properties=dict(meta_properties) if meta_properties else None,
+        retired=tuple(sorted(retired)),
     )
 
 

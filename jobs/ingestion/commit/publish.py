@@ -12,6 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.ingestion.commit.plan import PartitionPlan, PublishPlan
+from jobs.ingestion.commit.retire import (
+    forget_retired_partitions,
+    restore_retired_dirs,
+    retire_partition_dirs,
+    retired_path,
+)
 from jobs.ingestion.commit.staging import (
     ASSEMBLY_DIR,
     CHECKPOINT_FILES,
@@ -89,7 +95,7 @@ def publish(
             )
     else:
         for p in plan.partitions:
-            if p.is_new and (root / p.dir_name).exists():
+            if p.is_new and (root / p.dir_name).exists() and p.dir_name not in plan.retired:
                 raise PublishError(f"{root / p.dir_name}: exists, but the plan creates it")
             for m in p.manifests:
                 verify_manifest(m, checksums=verify_checksums)
@@ -162,6 +168,10 @@ def _run_steps(plan: PublishPlan, root: Path, hook: Hook) -> None:
     run_id = plan.run_id
     new_parts = [p for p in plan.partitions if p.is_new]
     old_parts = [p for p in plan.partitions if not p.is_new]
+
+    # Phase 0 (overwrite only): the replaced partition dirs leave the root for the run's staging,
+    # so that a new dir found in the root below is ours.
+    retire_partition_dirs(root, run_id, plan.retired, hook)
 
     # Where is every file right now? (All in staging on a first attempt.)
     where: dict[tuple[str, str], str] = {}
@@ -246,8 +256,12 @@ def _run_steps(plan: PublishPlan, root: Path, hook: Hook) -> None:
             os.replace(assembly, root / p.dir_name)
     fsync_dir(root)
 
-    # Phase 4: root checkpoints (other partitions' entries preserved), meta.properties.
+    # Phase 4: root checkpoints (other partitions' entries preserved), meta.properties; the
+    # entries of replaced partitions reset or dropped.
     _update_root_checkpoints(root, plan, hook)
+    if plan.retired:
+        published = {(p.topic, p.partition) for p in plan.partitions}
+        forget_retired_partitions(root, plan.retired, published, hook)
 
 
 # --- metadata files ----------------------------------------------------------------------------
@@ -321,11 +335,20 @@ def recover_interrupted_publish(
     return "rolled back"
 
 
+def _retired(root: Path, plan: PublishPlan, p: PartitionPlan) -> Path:
+    return retired_path(root, plan.run_id, p.dir_name)
+
+
 def _roll_back(plan: PublishPlan, root: Path) -> bool:
     """Undo a publish that never reached its commit (no .swap/final file of ours anywhere)."""
     for p in plan.partitions:
         if p.is_new:
-            if (root / p.dir_name).exists() and not _assembly_dir(root, plan.run_id, p).exists():
+            old_in_root = p.dir_name in plan.retired and not _retired(root, plan, p).exists()
+            if (
+                (root / p.dir_name).exists()
+                and not old_in_root
+                and not _assembly_dir(root, plan.run_id, p).exists()
+            ):
                 return False
             continue
         for m, f in p.files():
@@ -337,6 +360,7 @@ def _roll_back(plan: PublishPlan, root: Path) -> bool:
             for m, f in p.files():
                 _paths(root, plan.run_id, p, m, f)[_CLEANED].unlink(missing_ok=True)
             fsync_dir(root / p.dir_name)
+    restore_retired_dirs(root, plan.run_id, plan.retired)
     return True
 
 

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.jobs.test_notebook import RUNNER
+from tests.jobs.test_notebook import clean_code_source, run_notebook
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "compaction-audit.ipynb"
 
 
 def test_notebook_is_committed_clean() -> None:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    assert nb["nbformat"] == 4
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
-    source = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    source = clean_code_source(NOTEBOOK)
     assert "compaction_audit.run(" in source and "audit_figures(" in source
 
 
@@ -30,26 +21,7 @@ def test_notebook_is_committed_clean() -> None:
 def test_notebook_cells_run_and_show_the_charts(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {
-        **os.environ,
-        "TMPDIR": str(tmp),
-        "PYTHONPATH": str(ROOT),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "MPLBACKEND": "Agg",
-    }
-    env.pop("LOG_DIR", None)
-    result = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(NOTEBOOK)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    out = result.stdout
-    assert out.rstrip().endswith("== done ==")
+    out = run_notebook(NOTEBOOK, tmp, tmp_path)
     # 300 records over keys i % 40, a tombstone when i % 17 == 0
     assert "300 records, 40 distinct keys, 260 superseded, 18 tombstones" in out
     assert "customers-0: would be cleaned now (dirty ratio 1.00 > 0.5)" in out
