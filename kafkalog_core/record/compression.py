@@ -26,7 +26,9 @@ exception, so callers can add the batch position and print one line.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
+from collections.abc import Iterable
 from typing import Final
 
 import cramjam
@@ -52,6 +54,7 @@ __all__ = [
     "LZ4_MIN_LEVEL",
     "SNAPPY_BLOCK_SIZE",
     "SNAPPY_XERIAL_HEADER",
+    "compress_many",
     "ZSTD_DEFAULT_LEVEL",
     "ZSTD_MAX_LEVEL",
     "ZSTD_MIN_LEVEL",
@@ -228,17 +231,35 @@ def validate_level(codec: Compression, level: int | None) -> int | None:
 # --- public entry points ------------------------------------------------------------------------
 def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
     """Compress a records area into the exact stream Kafka's producer/broker would frame."""
+    view = memoryview(data).cast("B")
+    return compress_many(codec, view, [(0, len(view))], level)[0]
+
+
+def compress_many(
+    codec: Compression,
+    data: memoryview,
+    regions: Iterable[tuple[int, int]],
+    level: int | None = None,
+) -> list[bytes]:
+    """`compress` of each `data[start:end]`, in order: the encoder's batches of one append.
+
+    One loop per codec with the level checked and the compressor built once, because per
+    16 KiB batch the Python around a codec call (validation, a fresh zstd context, joining the
+    frame) cost as much as the codec itself.
+    """
     codec = Compression(codec)
     level = validate_level(codec, level)
+    view = memoryview(data).cast("B")
     if codec is Compression.NONE:
-        return bytes(data)
+        return [bytes(view[a:b]) for a, b in regions]
     if codec is Compression.GZIP:
-        return _gzip_compress(data, level)  # type: ignore[arg-type]
+        return [b"".join(_gzip_compress(view[a:b], level)) for a, b in regions]  # type: ignore[arg-type]
     if codec is Compression.SNAPPY:
-        return _snappy_compress(data)
+        return [b"".join(_snappy_compress(view[a:b])) for a, b in regions]
     if codec is Compression.LZ4:
-        return _lz4_compress(data, level)  # type: ignore[arg-type]
-    return _zstd_compress(data, level)  # type: ignore[arg-type]
+        return _lz4_compress_many(view, regions, level)  # type: ignore[arg-type]
+    compressor = _zstd_compressor(level)  # type: ignore[arg-type]
+    return [compressor.compress(view[a:b]) for a, b in regions]
 
 
 def decompress(codec: Compression, data: Buffer, *, magic: int = 2) -> bytes:
@@ -261,13 +282,13 @@ def decompress_lz4_legacy_v0(data: Buffer) -> bytes:
 
 
 # --- gzip ---------------------------------------------------------------------------------------
-def _gzip_compress(data: Buffer, level: int) -> bytes:
+def _gzip_compress(data: Buffer, level: int) -> list[Buffer]:
     # A raw deflate stream wrapped by hand, so the header is GZIPOutputStream's, not zlib's
     # (zlib would write XFL by level and OS=3).
     deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-    body = deflater.compress(data) + deflater.flush()
+    body = [deflater.compress(data), deflater.flush()]
     trailer = _GZIP_TRAILER.pack(zlib.crc32(data), len(data) & _M32)
-    return b"".join((GZIP_HEADER, body, trailer))
+    return [GZIP_HEADER, *body, trailer]
 
 
 def _gzip_decompress(data: Buffer) -> bytes:
@@ -293,14 +314,14 @@ def _gzip_decompress(data: Buffer) -> bytes:
 
 
 # --- snappy -------------------------------------------------------------------------------------
-def _snappy_compress(data: Buffer) -> bytes:
+def _snappy_compress(data: Buffer) -> list[Buffer]:
     view = memoryview(data).cast("B")
-    parts = [SNAPPY_XERIAL_HEADER]
+    parts: list[Buffer] = [SNAPPY_XERIAL_HEADER]
     for start in range(0, len(view), SNAPPY_BLOCK_SIZE):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + SNAPPY_BLOCK_SIZE]))
+        block = cramjam.snappy.compress_raw(view[start : start + SNAPPY_BLOCK_SIZE])
         parts.append(_INT32_BE.pack(len(block)))
-        parts.append(block)
-    return b"".join(parts)
+        parts.append(block)  # a cramjam Buffer: no copy into bytes
+    return parts
 
 
 def _snappy_raw(block: Buffer, where: str) -> bytes:
@@ -344,24 +365,29 @@ def _snappy_decompress(data: Buffer) -> bytes:
 
 
 # --- lz4 ----------------------------------------------------------------------------------------
-def _lz4_compress(data: Buffer, level: int) -> bytes:
-    view = memoryview(data).cast("B")
+def _lz4_compress_many(
+    view: memoryview, regions: Iterable[tuple[int, int]], level: int
+) -> list[bytes]:
+    """Kafka's lz4 frame (KafkaLZ4BlockOutputStream) of each region: descriptor, 64 KiB blocks
+    (stored raw when they do not shrink), end mark."""
     if level == LZ4_DEFAULT_LEVEL:
         kwargs: dict = {"mode": "default"}
     else:
         kwargs = {"mode": "high_compression", "compression": min(level, _LZ4_HC_LIB_MAX_LEVEL)}
-    parts = [LZ4_FRAME_DESCRIPTOR]
-    for start in range(0, len(view), LZ4_BLOCK_SIZE):
-        chunk = view[start : start + LZ4_BLOCK_SIZE]
-        block = lz4.block.compress(chunk, store_size=False, **kwargs)
-        if len(block) >= len(chunk):  # Lz4BlockOutputStream stores incompressible blocks raw
-            parts.append(_UINT32_LE.pack(len(chunk) | _LZ4_BLOCK_UNCOMPRESSED))
-            parts.append(bytes(chunk))
-        else:
-            parts.append(_UINT32_LE.pack(len(block)))
-            parts.append(block)
-    parts.append(LZ4_FRAME_END_MARK)
-    return b"".join(parts)
+    compress_block, pack, raw_flag = lz4.block.compress, _UINT32_LE.pack, _LZ4_BLOCK_UNCOMPRESSED
+    out = []
+    for a, b in regions:
+        parts: list[Buffer] = [LZ4_FRAME_DESCRIPTOR]
+        for start in range(a, b, LZ4_BLOCK_SIZE):
+            chunk = view[start : min(b, start + LZ4_BLOCK_SIZE)]
+            block = compress_block(chunk, store_size=False, **kwargs)
+            if len(block) >= len(chunk):  # Lz4BlockOutputStream stores incompressible blocks raw
+                parts += (pack(len(chunk) | raw_flag), chunk)
+            else:
+                parts += (pack(len(block)), block)
+        parts.append(LZ4_FRAME_END_MARK)
+        out.append(b"".join(parts))
+    return out
 
 
 def _lz4_decompress(data: Buffer, *, verify_header_checksum: bool) -> bytes:
@@ -425,12 +451,22 @@ def _lz4_decompress(data: Buffer, *, verify_header_checksum: bool) -> bytes:
 
 
 # --- zstd ---------------------------------------------------------------------------------------
-def _zstd_compress(data: Buffer, level: int) -> bytes:
-    # zstd-jni streams, so its frame never carries the content size; match that.
-    compressor = zstandard.ZstdCompressor(
-        level=level, write_content_size=False, write_checksum=False, write_dict_id=False
-    )
-    return compressor.compress(data)
+_per_thread = threading.local()
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    """One compression context per level and thread (a ZstdCompressor serves one call at a
+    time; building one per batch cost more than compressing a 16 KiB batch)."""
+    contexts = getattr(_per_thread, "zstd", None)
+    if contexts is None:
+        contexts = _per_thread.zstd = {}
+    context = contexts.get(level)
+    if context is None:
+        # zstd-jni streams, so its frame never carries the content size; match that
+        context = contexts[level] = zstandard.ZstdCompressor(
+            level=level, write_content_size=False, write_checksum=False, write_dict_id=False
+        )
+    return context
 
 
 def _zstd_decompress(data: Buffer) -> bytes:

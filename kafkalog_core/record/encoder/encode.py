@@ -360,26 +360,30 @@ def _compress_regions(
 ) -> EncodedBatches:
     """Compress each batch's records region (laid out back to back in `data`), one C call per
     batch, and put the headers around the results."""
-    from kafkalog_core.record.compression import compress
+    from kafkalog_core.record.compression import compress_many
 
     batch_count = starts.shape[0]
     region_offsets = np.zeros(batch_count + 1, dtype=np.int64)
     np.cumsum(region_sizes, out=region_offsets[1:])
-    codec, level = options.compression, options.compression_level
-    payloads = [
-        compress(codec, data[a:b], level)
-        for a, b in zip(region_offsets[:-1].tolist(), region_offsets[1:].tolist(), strict=True)
-    ]
-    sizes = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=batch_count)
+    payloads = compress_many(
+        options.compression,
+        data,
+        zip(region_offsets[:-1].tolist(), region_offsets[1:].tolist(), strict=True),
+        options.compression_level,
+    )
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=batch_count)
     sizes += RECORD_BATCH_OVERHEAD
     _check_sizes(sizes, starts, base_offset, options.max_message_bytes)
     header_rows["length"] = sizes - LOG_OVERHEAD
-    header_bytes = header_rows.tobytes()
-    parts = []
-    for b, payload in enumerate(payloads):
-        parts.append(header_bytes[b * RECORD_BATCH_OVERHEAD : (b + 1) * RECORD_BATCH_OVERHEAD])
-        parts.append(payload)
-    out = np.frombuffer(bytearray(b"".join(parts)), dtype=np.uint8)
+    # each payload copied once into place, the headers with one numpy scatter
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    positions = np.zeros(batch_count, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=positions[1:])
+    headers = np.frombuffer(header_rows.tobytes(), np.uint8).reshape(-1, RECORD_BATCH_OVERHEAD)
+    out[positions[:, None] + np.arange(RECORD_BATCH_OVERHEAD)] = headers
+    target = memoryview(out)
+    for at, payload in zip((positions + RECORD_BATCH_OVERHEAD).tolist(), payloads, strict=True):
+        target[at : at + len(payload)] = payload
     return _finish(out, sizes, starts, counts, max_timestamps, base_offset)
 
 
