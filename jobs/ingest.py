@@ -46,6 +46,7 @@ from jobs.ingestion.commit import (
     TaskManifest,
     cleanup_stale_staging,
     default_run_id,
+    place_ranges,
     plan_publish,
     publish,
     recover_interrupted_publish,
@@ -62,11 +63,13 @@ from jobs.ingestion.mapping import (
     map_records,
     map_records_with_rejects,
 )
-from jobs.ingestion.planner import OffsetPlan, plan_offsets
+from jobs.ingestion.planner import OffsetPlan, OnePassPlan, plan_offsets
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
+    PerTopic,
     WriterSettings,
+    continue_staged_range,
     write_task,
     write_task_direct,
 )
@@ -223,8 +226,8 @@ def _spark_rows(
     """(the rows the write tasks get, the rejected rows or None, the write mode), read by Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
-    The mapped rows are not cached: mapping ships only keys to Python, so mapping twice (range
-    sampling, then the shuffle) is cheaper than a cache.
+    Nothing is cached: mapping ships only keys to Python, so mapping twice (range sampling, then
+    the shuffle) is cheaper than a cache, and the range mode reads its sorted rows once.
     """
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
@@ -239,8 +242,7 @@ def _spark_rows(
         # source is read twice; the counting pass reads only what partitioning needs).
         return records.select(*columns), rejects, mode
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    sorted_rows = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks).persist()
-    return sorted_rows, rejects, mode
+    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, mode
 
 
 def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
@@ -261,9 +263,9 @@ def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
 
 
 def _write(
-    records: DataFrame, plan: OffsetPlan, settings: WriterSettings, mode: str = "range"
+    records: DataFrame, plan: OffsetPlan | OnePassPlan, settings: WriterSettings, mode: str
 ) -> list[TaskManifest]:
-    lookup = plan.as_lookup()
+    lookup = plan.as_lookup() if isinstance(plan, OffsetPlan) else plan
     task_fn = write_task_direct if mode == "direct" else write_task
 
     def write_fn(batches):
@@ -282,18 +284,23 @@ def _write(
 
 
 def _topic_settings(config: IngestConfig, topics: set[str], now_ms: int, batch_bytes: int):
-    configs, options = {}, {}
-    for topic in sorted(topics):
+    """(LogConfig, BatchOptions) per topic: `topics` now, any other when a task meets it (the
+    range mode learns its topics only from the rows)."""
+
+    def log_config(topic: str):
         spec = config.topic(topic)
         if spec is None:  # mapping validated topics per row; this is a defensive double check
             raise ConfigError(f"topic {topic!r} is not configured (topics / topic_defaults)")
-        configs[topic] = spec.log_config
-        options[topic] = batch_options_for(
-            spec.log_config,
-            leader_epoch=LEADER_EPOCH,
-            now_ms=now_ms,
-            max_batch_bytes=batch_bytes,
+        return spec.log_config
+
+    configs = PerTopic(log_config)
+    options = PerTopic(
+        lambda topic: batch_options_for(
+            configs[topic], leader_epoch=LEADER_EPOCH, now_ms=now_ms, max_batch_bytes=batch_bytes
         )
+    )
+    for topic in sorted(topics):
+        options[topic]
     return configs, options
 
 
@@ -355,52 +362,55 @@ def run(
             reader = "spark"
             rows, rejects, mode = _spark_rows(spark, config, source, tasks)
         try:
-            try:
-                with task_failure_log(spark):
+            with task_failure_log(spark):
+                state = scan_existing_state(root)
+                check_topic_ids(config, state)
+                leo = {tp: s.log_end_offset for tp, s in state.items()}
+                if mode == "range":
+                    # One pass: no counts, tasks stage what they cannot place (OnePassPlan).
+                    plan: OffsetPlan | OnePassPlan = OnePassPlan(leo)
+                    topics = set(config.topics)
+                else:
                     if arrow is not None:
                         counts = count_with_arrow(spark, arrow)
                     else:
                         assert rows is not None
                         counts = _count(rows)
                     lap("count")
-                    state = scan_existing_state(root)
-                    check_topic_ids(config, state)
-                    leo = {tp: s.log_end_offset for tp, s in state.items()}
                     plan = plan_offsets(counts, leo)
                     topics = {a.topic for a in plan.ranges}
-                    configs, options = _topic_settings(config, topics, started, batch_bytes)
-                    continue_segments = {}
-                    for (topic, partition), s in state.items():
-                        if topic in configs:
-                            base = s.segment_to_continue(int(configs[topic].segment_bytes))
-                            if base is not None:
-                                continue_segments[(topic, partition)] = base
-                    settings = WriterSettings(
-                        output_root=str(root),
-                        run_id=run_id,
-                        configs=configs,
-                        batch_options=options,
-                        continue_segments=continue_segments,
-                        leader_epoch=LEADER_EPOCH,
-                        fail_after_batches=fail_after_batches,
+                configs, options = _topic_settings(config, topics, started, batch_bytes)
+                settings = WriterSettings(
+                    output_root=str(root),
+                    run_id=run_id,
+                    configs=configs,
+                    batch_options=options,
+                    continue_segments=_continue_segments(config, state),
+                    leader_epoch=LEADER_EPOCH,
+                    fail_after_batches=fail_after_batches,
+                )
+                if isinstance(plan, OffsetPlan) and not plan.ranges:
+                    manifests = []
+                elif arrow is not None:
+                    manifests = write_with_arrow(spark, arrow, plan, settings)
+                else:
+                    assert rows is not None
+                    manifests = _write(rows, plan, settings, mode)
+                lap("write")
+                if isinstance(plan, OnePassPlan):
+                    manifests = place_ranges(
+                        manifests,
+                        leo,
+                        lambda m, offset: continue_staged_range(m, offset, settings),
                     )
-                    if not plan.ranges:
-                        manifests = []
-                    elif arrow is not None:
-                        manifests = write_with_arrow(spark, arrow, plan, settings)
-                    else:
-                        assert rows is not None
-                        manifests = _write(rows, plan, settings, mode)
-                    lap("write")
-                    if rejects is not None:
-                        rejected = _write_rejects(rejects, config.reject_path, run_id)
-            except KafkaLogError:
-                raise
-            except Exception as error:  # a Spark failure: surface our own error line if any
-                raise _spark_error(error) from None
-        finally:
-            if rows is not None:
-                rows.unpersist()
+                    topics = {m.topic for m in manifests}
+                    lap("place")
+                if rejects is not None:
+                    rejected = _write_rejects(rejects, config.reject_path, run_id)
+        except KafkaLogError:
+            raise
+        except Exception as error:  # a Spark failure: surface our own error line if any
+            raise _spark_error(error) from None
 
         info = RunInfo(
             source=identity,
@@ -409,7 +419,7 @@ def run(
             config_hash=config_hash,
             description=source.description,
             timings_ms=dict(timings),
-            topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(configs)},
+            topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(topics)},
         )
         publish_plan = plan_publish(
             manifests,
@@ -486,6 +496,18 @@ def _write_rejects(rejects: DataFrame, path: str, run_id: str) -> int:
     target = f"{path.rstrip('/')}/run_id={run_id}"
     rejects.write.mode("overwrite").parquet(target)
     return rejects.sparkSession.read.parquet(target).count()
+
+
+def _continue_segments(config: IngestConfig, state) -> dict[tuple[str, int], int]:
+    """The published last segment each existing partition continues, when it has room."""
+    continued = {}
+    for (topic, partition), s in state.items():
+        spec = config.topic(topic)
+        if spec is not None:
+            base = s.segment_to_continue(int(spec.log_config.segment_bytes))
+            if base is not None:
+                continued[(topic, partition)] = base
+    return continued
 
 
 def _spark_error(error: Exception) -> KafkaLogError:
