@@ -8,7 +8,7 @@ How a run goes (every step before "publish" touches only the run's staging area)
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
 2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
-3. Pick the write mode (`choose_write_mode`). `range`: range-partition the records by (topic,
+3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`: range-partition the records by (topic,
    partition, ordering) and sort within tasks, so every Kafka partition is a run of consecutive
    tasks and a hot partition is split over several. `direct` (source order only): no shuffle;
    every input split writes its own share of each partition, in the order it read them.
@@ -122,7 +122,13 @@ def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
 
 
 def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
-    """`range` or `direct` for this run (see `IngestConfig.write_mode`).
+    """`range` or `direct` for this run (see `write_mode_choice`)."""
+    return write_mode_choice(config, tasks, splits)[0]
+
+
+def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> tuple[str, str]:
+    """(`range` or `direct`, why) for this run (see `IngestConfig.write_mode`); the summary
+    prints the why, so no fall-back is silent.
 
     auto takes `direct` (no shuffle: about half the time of `range`) when the records keep the
     source order, no task count was asked for, and the input has at most `DIRECT_MAX_SPLITS`
@@ -130,24 +136,40 @@ def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> s
     segment count does not grow with the input's split count.
     """
     if config.write_mode == "range":
-        return "range"
+        return "range", "output.write_mode is range"
     if config.write_mode == "direct":
         if tasks is not None:
             raise ConfigError(
                 f"--tasks {tasks} applies to output.write_mode=range; the direct mode writes "
                 "with one task per input split"
             )
-        return "direct"
-    if config.ordering or tasks is not None or splits > DIRECT_MAX_SPLITS:
-        return "range"
+        return "direct", "output.write_mode is direct"
+    if config.ordering:
+        return "range", "auto: the ordering needs the range mode's sort"
+    if tasks is not None:
+        return "range", f"auto: --tasks {tasks} asks for the range mode"
+    if splits > DIRECT_MAX_SPLITS:
+        return "range", (
+            f"auto: {splits} input splits, more than the direct mode's {DIRECT_MAX_SPLITS} "
+            "(it writes at least one segment per split and partition)"
+        )
     partitions = _reachable_partitions(config)
-    return "direct" if partitions is not None and partitions <= DIRECT_MAX_PARTITIONS else "range"
+    if partitions is None:
+        return "range", "auto: topic_defaults reaches any number of partitions"
+    if partitions > DIRECT_MAX_PARTITIONS:
+        return "range", (
+            f"auto: {partitions} partitions, more than the direct mode's {DIRECT_MAX_PARTITIONS} "
+            "(a direct task keeps a log open per partition)"
+        )
+    return "direct", (
+        f"auto: source order, {splits} input splits and {partitions} partitions (no shuffle)"
+    )
 
 
 def _arrow_read_plan(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> ArrowReadPlan | None:
-    """The arrow reader's plan when the run can use it (`source.task_reader`), else None.
+) -> tuple[ArrowReadPlan | None, str]:
+    """(The arrow reader's plan when the run can use it (`source.task_reader`), else None; why).
 
     It writes in the direct mode, so it needs what that mode needs (source order, no task
     count; with write_mode auto also few enough splits and partitions). auto uses it whenever
@@ -155,7 +177,7 @@ def _arrow_read_plan(
     """
     wanted = config.source.task_reader
     if wanted == "spark":
-        return None
+        return None, "source.task_reader is spark"
     plan = None
     if config.write_mode == "range" or config.ordering or tasks is not None:
         why = "it writes in the direct mode (source order, no --tasks, write_mode not range)"
@@ -170,11 +192,15 @@ def _arrow_read_plan(
                 partition_columns=partition_columns,
                 max_split_bytes=_max_split_bytes(spark),
             )
-        if plan is not None and choose_write_mode(config, None, len(plan.tasks)) != "direct":
-            plan, why = None, "write_mode auto picks range for this many splits or partitions"
+        if plan is not None:
+            mode, mode_why = write_mode_choice(config, None, len(plan.tasks))
+            if mode != "direct":
+                plan, why = None, f"the write mode is range ({mode_why})"
     if plan is None and wanted == "arrow":
         raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
-    return plan
+    if plan is not None:
+        return plan, f"{wanted}: local files, plain-column mappings, direct mode"
+    return None, f"{wanted}: not the arrow reader, as {why}"
 
 
 def _source_files(
@@ -222,8 +248,9 @@ def _reachable_partitions(config: IngestConfig) -> int | None:
 
 def _spark_rows(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> tuple[DataFrame, DataFrame | None, str]:
-    """(the rows the write tasks get, the rejected rows or None, the write mode), read by Spark.
+) -> tuple[DataFrame, DataFrame | None, tuple[str, str]]:
+    """(the rows the write tasks get, the rejected rows or None, (the write mode, why)), read by
+    Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
     Nothing is cached: mapping ships only keys to Python, so mapping twice (range sampling, then
@@ -235,14 +262,14 @@ def _spark_rows(
     else:
         records, rejects = map_records(source.df, config), None
     splits = source.df.rdd.getNumPartitions()
-    mode = choose_write_mode(config, tasks, splits)
+    choice = mode, _ = write_mode_choice(config, tasks, splits)
     columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
     if mode == "direct":
         # No shuffle: the counting and the write pass both run over the input splits (the
         # source is read twice; the counting pass reads only what partitioning needs).
-        return records.select(*columns), rejects, mode
+        return records.select(*columns), rejects, choice
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, mode
+    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, choice
 
 
 def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
@@ -355,12 +382,13 @@ def run(
         rejected = 0
         rejects = rows = None
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
-        arrow = _arrow_read_plan(spark, config, source, tasks)
+        arrow, reader_why = _arrow_read_plan(spark, config, source, tasks)
         if arrow is not None:
             mode, reader = "direct", "arrow"
+            mode_why = "the arrow task reader writes in the direct mode"
         else:
             reader = "spark"
-            rows, rejects, mode = _spark_rows(spark, config, source, tasks)
+            rows, rejects, (mode, mode_why) = _spark_rows(spark, config, source, tasks)
         try:
             with task_failure_log(spark):
                 state = scan_existing_state(root)
@@ -435,6 +463,7 @@ def run(
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
     summary += f"\n  written in the {mode} write mode, rows read by {reader}"
+    summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
     out(summary)
     if rejected:
         out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")
