@@ -37,8 +37,9 @@ def _counted_rows(spark_rows):
     """`_spark_rows` whose range-sorted rows go through the counting pass (the old range mode)."""
 
     def rows(spark, config, source, tasks):
-        sorted_rows, rejects, mode = spark_rows(spark, config, source, tasks)
-        return sorted_rows, rejects, "direct" if mode == "range" else mode
+        sorted_rows, rejects, (mode, why) = spark_rows(spark, config, source, tasks)
+        assert mode == "range"
+        return sorted_rows, rejects, ("direct", "the counted reference")
 
     return rows
 
@@ -53,6 +54,7 @@ def test_range_one_pass_equals_counted_new_and_appended(spark, tmp_path, monkeyp
         if way == "counted":
             monkeypatch.setattr(ingest, "_spark_rows", _counted_rows(ingest._spark_rows))
         root = tmp_path / way / "logs"
+        lines: list[str] = []
         for run_id, src, tasks in (("r1", src_a, 3), ("r2", src_b, 4)):
             doc = config_doc(src, root, topics=TOPICS)
             doc["output"]["write_mode"] = "range"
@@ -62,11 +64,13 @@ def test_range_one_pass_equals_counted_new_and_appended(spark, tmp_path, monkeyp
                 run_id=run_id,
                 tasks=tasks,
                 now_ms=NOW,
-                out=lambda _: None,
+                out=lines.append,
             )
             assert result.write_mode == ("range" if way == "one-pass" else "direct")
             assert ("count" in result.timings_ms) == (way == "counted")
         roots[way] = root
+        if way == "one-pass":
+            assert "\n  write mode: output.write_mode is range\n" in lines[-1]
     ours, counted = snapshot(roots["one-pass"]), snapshot(roots["counted"])
     assert ours == counted
     hot_logs = [k for k in ours if k.endswith(".log")]
