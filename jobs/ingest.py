@@ -8,18 +8,23 @@ How a run goes (every step before "publish" touches only the run's staging area)
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
 2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
-3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`: range-partition the records by (topic,
-   partition, ordering) and sort within tasks, so every Kafka partition is a run of consecutive
-   tasks and a hot partition is split over several. `direct` (source order only): no shuffle;
-   every input split writes its own share of each partition, in the order it read them.
-4. Counting pass -> `plan_offsets`: each task's exact base offset per partition range, offsets
-   continuing from each partition's log end offset.
+3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`:
+   range-partition the records by (topic, partition, ordering) and sort within tasks, so every
+   Kafka partition is a run of consecutive tasks and a hot partition is split over several.
+   `direct` (source order only): no shuffle; every input split writes its own share of each
+   partition, in the order it read them.
+4. direct: a counting pass -> `plan_offsets`: each task's exact base offset per partition
+   range, offsets continuing from each partition's log end offset. range: no counting pass
+   (`OnePassPlan`): a task writes in place every partition that starts in it and stages its
+   first partition, which may continue earlier tasks' ranges, from offset 0.
 5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
    PartitionLog in its attempt's own staging dir and returns manifests. With the arrow task
    reader (`jobs.ingestion.arrow_reader`: local Parquet / delta-rs files, plain-column
    mappings, direct mode) the tasks read the files themselves with pyarrow instead, and the
    counting pass reads only the partitioning columns.
-6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
+6. range: the driver places the staged ranges in task order (`commit.place_ranges`: an 8-byte
+   base-offset patch per batch, or a continuation of the published last segment).
+7. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
 

@@ -2,10 +2,12 @@
 
 The ingest job range-partitions the mapped rows by (topic, partition, ordering columns), so a
 Kafka partition's rows are spread over consecutive Spark tasks in order, and a hot partition is
-split over several tasks instead of landing on one. A cheap counting pass tells the driver how
-many rows each task holds per Kafka partition; prefix sums over task order, starting at each
-partition's log end offset, give every task the exact base offset of its range. Nothing here
-touches Spark, so the arithmetic is unit-tested on its own.
+split over several tasks instead of landing on one. Where a counting pass tells the driver how
+many rows each task holds per Kafka partition (the direct mode), prefix sums over task order,
+starting at each partition's log end offset, give every task the exact base offset of its
+range (`plan_offsets`). The range mode skips that pass (`OnePassPlan`): only a task's first
+partition can have started in an earlier task, so only that range is staged provisionally and
+placed by the driver. Nothing here touches Spark, so the arithmetic is unit-tested on its own.
 """
 
 from __future__ import annotations
