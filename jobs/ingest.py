@@ -332,7 +332,7 @@ def _topic_settings(config: IngestConfig, topics: set[str], now_ms: int, batch_b
         )
     )
     for topic in sorted(topics):
-        options[topic]
+        options[topic]  # resolved on the driver: a bad setting fails before any task runs
     return configs, options
 
 
