@@ -18,14 +18,15 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
   rows read by Spark and shipped to Python with mapInArrow) and `range` (range partitioning +
   sort). This includes everything a real run does: mapping + per-row
-  checks, the counting pass, the write pass (encode, PartitionLog, fsync, CRC-32C manifests) and
-  the atomic publish.
+  checks, the counting pass (direct and arrow; the range mode writes in one pass and places the
+  ranges it staged provisionally), the write pass (encode, PartitionLog, fsync, CRC-32C
+  manifests) and the atomic publish.
 
 Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size) and
 the ratio ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
 then --master and prints the speedups. Per Spark stage (from Spark's event log, unless
 --no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--task-profile` skips
-Spark and runs the task-side functions (mapping's Arrow function, the counting pass,
+Spark and runs the task-side functions (mapping's Arrow function, the range mode's one-pass
 `write_task`) directly on Arrow data of the same rows under cProfile, and prints the split.
 """
 
@@ -361,6 +362,8 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     if s["shw"] > 0 and s["topy"] > 0:
         cache_reads[group] = 0
         return "range shuffle: read+map(py)"
+    if s["shr"] > 0 and s["topy"] > 0:  # one pass: the write reads the shuffle and sorts
+        return "write pass: shuffle read+sort+write(py)"
     if s["shr"] > 0 and s["in"] == 0 and s["tasks"] > 1:
         return "shuffle read, sort, cache"
     if s["topy"] > 0 and group not in cache_reads:  # before the shuffle: RangePartitioner
@@ -386,14 +389,16 @@ def _num(v) -> float:
 def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> None:
     """Run the ingest's task functions on Arrow data of the benchmark rows, as Spark would."""
     from jobs.ingestion.arrow_mapping import map_batch
-    from jobs.ingestion.commit import finalize_task_staging  # noqa: F401  (profiled by name)
+    from jobs.ingestion.commit import (
+        finalize_task_staging,  # noqa: F401  (profiled by name)
+        place_ranges,
+    )
     from jobs.ingestion.config import IngestConfig
     from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, mapping_rules  # noqa: F401
-    from jobs.ingestion.planner import plan_offsets
+    from jobs.ingestion.planner import OnePassPlan
     from jobs.ingestion.writer import (
         DEFAULT_BATCH_BYTES,
         WriterSettings,
-        count_task,
         write_task,
     )
     from kafkalog_core.log.partition_log import batch_options_for
@@ -449,11 +454,6 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
         for i in range(PARTITIONS)
     ]
 
-    def count_all():
-        return [(i, t, p, c) for i, b in enumerate(tasks) for (t, p), c in count_task(b).items()]
-
-    counts, t_count = timed(count_all)
-    offsets = plan_offsets(counts, {})
     spec = config.topic(TOPIC)
     settings = WriterSettings(
         output_root=str(out / "task-logs"),
@@ -468,10 +468,13 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
             )
         },
     )
-    lookup = offsets.as_lookup()
+    one_pass = OnePassPlan({})
 
     def write_all():
-        return [m for i, b in enumerate(tasks) for m in write_task(b, i, f"a{i}", lookup, settings)]
+        staged = [
+            m for i, b in enumerate(tasks) for m in write_task(b, i, f"a{i}", one_pass, settings)
+        ]
+        return place_ranges(staged, {})
 
     shutil.rmtree(out / "task-logs", ignore_errors=True)
     manifests, t_write = timed(write_all)
@@ -489,20 +492,20 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
         f"one process, {PARTITIONS} simulated tasks (one per partition); {size / 1e6:.0f} MB written"
     )
     print(f"  mapping map_batch (mapInArrow body): {t_map:6.2f} s  ({n / t_map:,.0f} rows/s)")
-    print(f"  count_task (counting pass body):      {t_count:6.2f} s")
-    print(f"  write_task (write pass body):         {t_write:6.2f} s  ({n / t_write:,.0f} rows/s)")
+    print(f"  write_task + place_ranges (one pass): {t_write:6.2f} s  ({n / t_write:,.0f} rows/s)")
     stats = pstats.Stats(profiler)
     total = stats.total_tt
     wanted = [
         ("encode_records", "encode.py"),
         ("append_batches", "partition_log.py"),
         ("close", "partition_log.py"),
-        ("fsync_file", "commit.py"),
-        ("fsync_dir", "commit.py"),
-        ("_sync_and_checksum", "commit.py"),
-        ("write_manifest", "commit.py"),
-        ("finalize_task_staging", "commit.py"),
+        ("fsync_file", "staging.py"),
+        ("fsync_dir", "checkpoints.py"),
+        ("_sync_and_checksum", "staging.py"),
+        ("write_manifest", "staging.py"),
+        ("finalize_task_staging", "staging.py"),
         ("partition_runs", "writer.py"),
+        ("rebase_manifest", "staging.py"),
         ("concat_tables", ""),
         ("combine_chunks", ""),
         ("from_batches", ""),

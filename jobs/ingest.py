@@ -8,18 +8,23 @@ How a run goes (every step before "publish" touches only the run's staging area)
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
 2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
-3. Pick the write mode (`choose_write_mode`). `range`: range-partition the records by (topic,
-   partition, ordering) and sort within tasks, so every Kafka partition is a run of consecutive
-   tasks and a hot partition is split over several. `direct` (source order only): no shuffle;
-   every input split writes its own share of each partition, in the order it read them.
-4. Counting pass -> `plan_offsets`: each task's exact base offset per partition range, offsets
-   continuing from each partition's log end offset.
+3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`:
+   range-partition the records by (topic, partition, ordering) and sort within tasks, so every
+   Kafka partition is a run of consecutive tasks and a hot partition is split over several.
+   `direct` (source order only): no shuffle; every input split writes its own share of each
+   partition, in the order it read them.
+4. direct: a counting pass -> `plan_offsets`: each task's exact base offset per partition
+   range, offsets continuing from each partition's log end offset. range: no counting pass
+   (`OnePassPlan`): a task writes in place every partition that starts in it and stages its
+   first partition, which may continue earlier tasks' ranges, from offset 0.
 5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
    PartitionLog in its attempt's own staging dir and returns manifests. With the arrow task
    reader (`jobs.ingestion.arrow_reader`: local Parquet / delta-rs files, plain-column
    mappings, direct mode) the tasks read the files themselves with pyarrow instead, and the
    counting pass reads only the partitioning columns.
-6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
+6. range: the driver places the staged ranges in task order (`commit.place_ranges`: an 8-byte
+   base-offset patch per batch, or a continuation of the published last segment).
+7. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
 
@@ -46,6 +51,7 @@ from jobs.ingestion.commit import (
     TaskManifest,
     cleanup_stale_staging,
     default_run_id,
+    place_ranges,
     plan_publish,
     publish,
     recover_interrupted_publish,
@@ -62,11 +68,13 @@ from jobs.ingestion.mapping import (
     map_records,
     map_records_with_rejects,
 )
-from jobs.ingestion.planner import OffsetPlan, plan_offsets
+from jobs.ingestion.planner import OffsetPlan, OnePassPlan, plan_offsets
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
+    PerTopic,
     WriterSettings,
+    continue_staged_range,
     write_task,
     write_task_direct,
 )
@@ -119,7 +127,13 @@ def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
 
 
 def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
-    """`range` or `direct` for this run (see `IngestConfig.write_mode`).
+    """`range` or `direct` for this run (see `write_mode_choice`)."""
+    return write_mode_choice(config, tasks, splits)[0]
+
+
+def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> tuple[str, str]:
+    """(`range` or `direct`, why) for this run (see `IngestConfig.write_mode`); the summary
+    prints the why, so no fall-back is silent.
 
     auto takes `direct` (no shuffle: about half the time of `range`) when the records keep the
     source order, no task count was asked for, and the input has at most `DIRECT_MAX_SPLITS`
@@ -127,24 +141,40 @@ def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> s
     segment count does not grow with the input's split count.
     """
     if config.write_mode == "range":
-        return "range"
+        return "range", "output.write_mode is range"
     if config.write_mode == "direct":
         if tasks is not None:
             raise ConfigError(
                 f"--tasks {tasks} applies to output.write_mode=range; the direct mode writes "
                 "with one task per input split"
             )
-        return "direct"
-    if config.ordering or tasks is not None or splits > DIRECT_MAX_SPLITS:
-        return "range"
+        return "direct", "output.write_mode is direct"
+    if config.ordering:
+        return "range", "auto: the ordering needs the range mode's sort"
+    if tasks is not None:
+        return "range", f"auto: --tasks {tasks} asks for the range mode"
+    if splits > DIRECT_MAX_SPLITS:
+        return "range", (
+            f"auto: {splits} input splits, more than the direct mode's {DIRECT_MAX_SPLITS} "
+            "(it writes at least one segment per split and partition)"
+        )
     partitions = _reachable_partitions(config)
-    return "direct" if partitions is not None and partitions <= DIRECT_MAX_PARTITIONS else "range"
+    if partitions is None:
+        return "range", "auto: topic_defaults reaches any number of partitions"
+    if partitions > DIRECT_MAX_PARTITIONS:
+        return "range", (
+            f"auto: {partitions} partitions, more than the direct mode's {DIRECT_MAX_PARTITIONS} "
+            "(a direct task keeps a log open per partition)"
+        )
+    return "direct", (
+        f"auto: source order, {splits} input splits and {partitions} partitions (no shuffle)"
+    )
 
 
 def _arrow_read_plan(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> ArrowReadPlan | None:
-    """The arrow reader's plan when the run can use it (`source.task_reader`), else None.
+) -> tuple[ArrowReadPlan | None, str]:
+    """(The arrow reader's plan when the run can use it (`source.task_reader`), else None; why).
 
     It writes in the direct mode, so it needs what that mode needs (source order, no task
     count; with write_mode auto also few enough splits and partitions). auto uses it whenever
@@ -152,7 +182,7 @@ def _arrow_read_plan(
     """
     wanted = config.source.task_reader
     if wanted == "spark":
-        return None
+        return None, "source.task_reader is spark"
     plan = None
     if config.write_mode == "range" or config.ordering or tasks is not None:
         why = "it writes in the direct mode (source order, no --tasks, write_mode not range)"
@@ -167,11 +197,15 @@ def _arrow_read_plan(
                 partition_columns=partition_columns,
                 max_split_bytes=_max_split_bytes(spark),
             )
-        if plan is not None and choose_write_mode(config, None, len(plan.tasks)) != "direct":
-            plan, why = None, "write_mode auto picks range for this many splits or partitions"
+        if plan is not None:
+            mode, mode_why = write_mode_choice(config, None, len(plan.tasks))
+            if mode != "direct":
+                plan, why = None, f"the write mode is range ({mode_why})"
     if plan is None and wanted == "arrow":
         raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
-    return plan
+    if plan is not None:
+        return plan, f"{wanted}: local files, plain-column mappings, direct mode"
+    return None, f"{wanted}: not the arrow reader, as {why}"
 
 
 def _source_files(
@@ -219,12 +253,13 @@ def _reachable_partitions(config: IngestConfig) -> int | None:
 
 def _spark_rows(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> tuple[DataFrame, DataFrame | None, str]:
-    """(the rows the write tasks get, the rejected rows or None, the write mode), read by Spark.
+) -> tuple[DataFrame, DataFrame | None, tuple[str, str]]:
+    """(the rows the write tasks get, the rejected rows or None, (the write mode, why)), read by
+    Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
-    The mapped rows are not cached: mapping ships only keys to Python, so mapping twice (range
-    sampling, then the shuffle) is cheaper than a cache.
+    Nothing is cached: mapping ships only keys to Python, so mapping twice (range sampling, then
+    the shuffle) is cheaper than a cache, and the range mode reads its sorted rows once.
     """
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
@@ -232,15 +267,14 @@ def _spark_rows(
     else:
         records, rejects = map_records(source.df, config), None
     splits = source.df.rdd.getNumPartitions()
-    mode = choose_write_mode(config, tasks, splits)
+    choice = mode, _ = write_mode_choice(config, tasks, splits)
     columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
     if mode == "direct":
         # No shuffle: the counting and the write pass both run over the input splits (the
         # source is read twice; the counting pass reads only what partitioning needs).
-        return records.select(*columns), rejects, mode
+        return records.select(*columns), rejects, choice
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    sorted_rows = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks).persist()
-    return sorted_rows, rejects, mode
+    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, choice
 
 
 def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
@@ -261,9 +295,9 @@ def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
 
 
 def _write(
-    records: DataFrame, plan: OffsetPlan, settings: WriterSettings, mode: str = "range"
+    records: DataFrame, plan: OffsetPlan | OnePassPlan, settings: WriterSettings, mode: str
 ) -> list[TaskManifest]:
-    lookup = plan.as_lookup()
+    lookup = plan.as_lookup() if isinstance(plan, OffsetPlan) else plan
     task_fn = write_task_direct if mode == "direct" else write_task
 
     def write_fn(batches):
@@ -282,18 +316,23 @@ def _write(
 
 
 def _topic_settings(config: IngestConfig, topics: set[str], now_ms: int, batch_bytes: int):
-    configs, options = {}, {}
-    for topic in sorted(topics):
+    """(LogConfig, BatchOptions) per topic: `topics` now, any other when a task meets it (the
+    range mode learns its topics only from the rows)."""
+
+    def log_config(topic: str):
         spec = config.topic(topic)
         if spec is None:  # mapping validated topics per row; this is a defensive double check
             raise ConfigError(f"topic {topic!r} is not configured (topics / topic_defaults)")
-        configs[topic] = spec.log_config
-        options[topic] = batch_options_for(
-            spec.log_config,
-            leader_epoch=LEADER_EPOCH,
-            now_ms=now_ms,
-            max_batch_bytes=batch_bytes,
+        return spec.log_config
+
+    configs = PerTopic(log_config)
+    options = PerTopic(
+        lambda topic: batch_options_for(
+            configs[topic], leader_epoch=LEADER_EPOCH, now_ms=now_ms, max_batch_bytes=batch_bytes
         )
+    )
+    for topic in sorted(topics):
+        options[topic]  # resolved on the driver: a bad setting fails before any task runs
     return configs, options
 
 
@@ -348,59 +387,63 @@ def run(
         rejected = 0
         rejects = rows = None
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
-        arrow = _arrow_read_plan(spark, config, source, tasks)
+        arrow, reader_why = _arrow_read_plan(spark, config, source, tasks)
         if arrow is not None:
             mode, reader = "direct", "arrow"
+            mode_why = "the arrow task reader writes in the direct mode"
         else:
             reader = "spark"
-            rows, rejects, mode = _spark_rows(spark, config, source, tasks)
+            rows, rejects, (mode, mode_why) = _spark_rows(spark, config, source, tasks)
         try:
-            try:
-                with task_failure_log(spark):
+            with task_failure_log(spark):
+                state = scan_existing_state(root)
+                check_topic_ids(config, state)
+                leo = {tp: s.log_end_offset for tp, s in state.items()}
+                if mode == "range":
+                    # One pass: no counts, tasks stage what they cannot place (OnePassPlan).
+                    plan: OffsetPlan | OnePassPlan = OnePassPlan(leo)
+                    topics = set(config.topics)
+                else:
                     if arrow is not None:
                         counts = count_with_arrow(spark, arrow)
                     else:
                         assert rows is not None
                         counts = _count(rows)
                     lap("count")
-                    state = scan_existing_state(root)
-                    check_topic_ids(config, state)
-                    leo = {tp: s.log_end_offset for tp, s in state.items()}
                     plan = plan_offsets(counts, leo)
                     topics = {a.topic for a in plan.ranges}
-                    configs, options = _topic_settings(config, topics, started, batch_bytes)
-                    continue_segments = {}
-                    for (topic, partition), s in state.items():
-                        if topic in configs:
-                            base = s.segment_to_continue(int(configs[topic].segment_bytes))
-                            if base is not None:
-                                continue_segments[(topic, partition)] = base
-                    settings = WriterSettings(
-                        output_root=str(root),
-                        run_id=run_id,
-                        configs=configs,
-                        batch_options=options,
-                        continue_segments=continue_segments,
-                        leader_epoch=LEADER_EPOCH,
-                        fail_after_batches=fail_after_batches,
+                configs, options = _topic_settings(config, topics, started, batch_bytes)
+                settings = WriterSettings(
+                    output_root=str(root),
+                    run_id=run_id,
+                    configs=configs,
+                    batch_options=options,
+                    continue_segments=_continue_segments(config, state),
+                    leader_epoch=LEADER_EPOCH,
+                    fail_after_batches=fail_after_batches,
+                )
+                if isinstance(plan, OffsetPlan) and not plan.ranges:
+                    manifests = []
+                elif arrow is not None:
+                    manifests = write_with_arrow(spark, arrow, plan, settings)
+                else:
+                    assert rows is not None
+                    manifests = _write(rows, plan, settings, mode)
+                lap("write")
+                if isinstance(plan, OnePassPlan):
+                    manifests = place_ranges(
+                        manifests,
+                        leo,
+                        lambda m, offset: continue_staged_range(m, offset, settings),
                     )
-                    if not plan.ranges:
-                        manifests = []
-                    elif arrow is not None:
-                        manifests = write_with_arrow(spark, arrow, plan, settings)
-                    else:
-                        assert rows is not None
-                        manifests = _write(rows, plan, settings, mode)
-                    lap("write")
-                    if rejects is not None:
-                        rejected = _write_rejects(rejects, config.reject_path, run_id)
-            except KafkaLogError:
-                raise
-            except Exception as error:  # a Spark failure: surface our own error line if any
-                raise _spark_error(error) from None
-        finally:
-            if rows is not None:
-                rows.unpersist()
+                    topics = {m.topic for m in manifests}
+                    lap("place")
+                if rejects is not None:
+                    rejected = _write_rejects(rejects, config.reject_path, run_id)
+        except KafkaLogError:
+            raise
+        except Exception as error:  # a Spark failure: surface our own error line if any
+            raise _spark_error(error) from None
 
         info = RunInfo(
             source=identity,
@@ -409,7 +452,7 @@ def run(
             config_hash=config_hash,
             description=source.description,
             timings_ms=dict(timings),
-            topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(configs)},
+            topic_configs={t: configs[t].to_dict(non_default=True) for t in sorted(topics)},
         )
         publish_plan = plan_publish(
             manifests,
@@ -425,6 +468,7 @@ def run(
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
     summary += f"\n  written in the {mode} write mode, rows read by {reader}"
+    summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
     out(summary)
     if rejected:
         out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")
@@ -486,6 +530,18 @@ def _write_rejects(rejects: DataFrame, path: str, run_id: str) -> int:
     target = f"{path.rstrip('/')}/run_id={run_id}"
     rejects.write.mode("overwrite").parquet(target)
     return rejects.sparkSession.read.parquet(target).count()
+
+
+def _continue_segments(config: IngestConfig, state) -> dict[tuple[str, int], int]:
+    """The published last segment each existing partition continues, when it has room."""
+    continued = {}
+    for (topic, partition), s in state.items():
+        spec = config.topic(topic)
+        if spec is not None:
+            base = s.segment_to_continue(int(spec.log_config.segment_bytes))
+            if base is not None:
+                continued[(topic, partition)] = base
+    return continued
 
 
 def _spark_error(error: Exception) -> KafkaLogError:

@@ -51,9 +51,9 @@ from jobs.ingestion.commit import (
     RunInfo,
     TaskManifest,
     cleanup_stale_staging,
+    place_ranges,
     plan_publish,
     publish,
-    rebase_manifest,
     recover_interrupted_publish,
     scan_existing_state,
     staging_root,
@@ -66,7 +66,12 @@ from jobs.ingestion.mapping import (
 )
 from jobs.ingestion.planner import ProvisionalPlan
 from jobs.ingestion.topic_ids import check_configured_topic_ids, topic_ids_for
-from jobs.ingestion.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_task_direct
+from jobs.ingestion.writer import (
+    DEFAULT_BATCH_BYTES,
+    PerTopic,
+    WriterSettings,
+    write_task_direct,
+)
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
@@ -235,25 +240,13 @@ def _mapping_input(
     )
 
 
-class _PerTopic(dict):
-    """Topic -> value, computed on first use: a task meets its topics only in its rows."""
-
-    def __init__(self, make) -> None:
-        super().__init__()
-        self._make = make
-
-    def __missing__(self, topic: str):
-        self[topic] = value = self._make(topic)
-        return value
-
-
 def _settings(options: WriteOptions) -> WriterSettings:
-    configs = _PerTopic(options.log_config)
+    configs = PerTopic(options.log_config)
     return WriterSettings(
         output_root=options.root,
         run_id=options.run_id,
         configs=configs,
-        batch_options=_PerTopic(
+        batch_options=PerTopic(
             lambda t: batch_options_for(
                 configs[t],
                 leader_epoch=LEADER_EPOCH,
@@ -337,17 +330,8 @@ def commit_write(
         state = {tp: s for tp, s in found.items() if tp[0] not in replaced}
         retired = tuple(partition_dir_name(*tp) for tp in found if tp[0] in replaced)
         check_configured_topic_ids(options.topic_ids, state)
-        by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
-        for m in manifests:
-            by_partition.setdefault((m.topic, m.partition), []).append(m)
-        placed = []
-        for tp, shares in sorted(by_partition.items()):
-            existing = state.get(tp)
-            offset = existing.log_end_offset if existing is not None else 0
-            for index, share in enumerate(sorted(shares, key=lambda m: m.range_index)):
-                moved = rebase_manifest(share, offset, index)
-                placed.append(moved)
-                offset = moved.next_offset
+        leo = {tp: s.log_end_offset for tp, s in state.items()}
+        placed = place_ranges(manifests, leo)
         topics = {m.topic for m in placed}
         info = RunInfo(
             source="dataframe",

@@ -2,10 +2,12 @@
 
 The ingest job range-partitions the mapped rows by (topic, partition, ordering columns), so a
 Kafka partition's rows are spread over consecutive Spark tasks in order, and a hot partition is
-split over several tasks instead of landing on one. A cheap counting pass tells the driver how
-many rows each task holds per Kafka partition; prefix sums over task order, starting at each
-partition's log end offset, give every task the exact base offset of its range. Nothing here
-touches Spark, so the arithmetic is unit-tested on its own.
+split over several tasks instead of landing on one. Where a counting pass tells the driver how
+many rows each task holds per Kafka partition (the direct mode), prefix sums over task order,
+starting at each partition's log end offset, give every task the exact base offset of its
+range (`plan_offsets`). The range mode skips that pass (`OnePassPlan`): only a task's first
+partition can have started in an earlier task, so only that range is staged provisionally and
+placed by the driver. Nothing here touches Spark, so the arithmetic is unit-tested on its own.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ class PlanError(KafkaLogError):
 class RangeAssignment:
     """One contiguous offset range of one partition, written by one Spark task.
 
-    A provisional assignment (`record_count` = PROVISIONAL, first offset 0) writes whatever the
-    task's rows hold; the driver moves the staged range into place at commit
-    (`commit.rebase_manifest`): the data-source writer, whose tasks cannot count first.
+    `record_count` = PROVISIONAL: the task writes whatever its rows hold (no counting pass).
+    `provisional`: staged from offset 0, moved into place by the driver at commit
+    (`commit.place_ranges`); its range index only orders the partition's ranges (the task
+    index). The data-source writer, whose tasks cannot count first, stages every range so; the
+    range mode only the ranges whose start it cannot know (see `OnePassPlan`).
     """
 
     topic: str
@@ -37,6 +41,13 @@ class RangeAssignment:
     range_index: int  # 0 for the first range of the partition in this run
     first_offset: int
     record_count: int
+    provisional: bool = False
+
+    @property
+    def starts_partition(self) -> bool:
+        """Whether this range is known to start the run's part of its partition (it continues
+        the published last segment when there is one to continue)."""
+        return self.range_index == 0 and not self.provisional
 
     @property
     def next_offset(self) -> int:
@@ -56,13 +67,36 @@ class ProvisionalPlan(Mapping):
 
     def __getitem__(self, key: tuple[int, str, int]) -> RangeAssignment:
         task_index, topic, partition = key
-        return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL)
+        return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL, True)
 
     def __iter__(self):
         return iter(())
 
     def __len__(self) -> int:
         return 0
+
+
+@dataclass(frozen=True)
+class OnePassPlan:
+    """The range mode's plan without a counting pass: where a task's share of a partition goes.
+
+    Range partitioning gives each task a run of the sorted (topic, partition, order) keys, in
+    task order. So a partition that is not the first one in a task's rows (or any partition of
+    task 0) starts in that task: range 0, written in place from the partition's log end offset,
+    continuing the published last segment as the counted plan does. Only a task's first
+    partition may continue a range of earlier tasks: it is staged provisionally from offset 0
+    (range index = task index) and the driver places it (`commit.place_ranges`).
+    """
+
+    log_end_offsets: Mapping[TopicPartition, int]
+
+    def assignment(
+        self, task_index: int, topic: str, partition: int, *, first_in_task: bool
+    ) -> RangeAssignment:
+        if first_in_task and task_index > 0:
+            return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL, True)
+        start = int(self.log_end_offsets.get((topic, partition), 0))
+        return RangeAssignment(topic, partition, task_index, 0, start, PROVISIONAL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,12 @@ from jobs.ingestion.commit import (
     finalize_task_staging,
     task_staging_dir,
 )
-from jobs.ingestion.planner import PROVISIONAL, ProvisionalPlan, RangeAssignment
+from jobs.ingestion.planner import PROVISIONAL, OnePassPlan, ProvisionalPlan, RangeAssignment
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.rebase import moved_batches
 from kafkalog_core.record.encoder import (
     BatchOptions,
     EncodedBatches,
@@ -63,6 +65,18 @@ RECORD_COLUMNS = ("key", "value", "timestamp", "headers")
 
 class InjectedFailure(KafkaLogError):
     """Raised on purpose by tests (kill a task mid-write) via WriterSettings.fail_after_batches."""
+
+
+class PerTopic(dict):
+    """Topic -> value, computed on first use: a task meets its topics only in its rows."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, topic: str):
+        self[topic] = value = self._make(topic)
+        return value
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,7 @@ class _RangeWriter:
         config = s.configs[a.topic]
         self.directory.mkdir(parents=True)
         continued = s.continue_segments.get((a.topic, a.partition))
-        if a.range_index == 0 and continued is not None:
+        if a.starts_partition and continued is not None:
             # Copy-on-write: continue the published last segment inside staging.
             copy_segment_for_continuation(
                 s.output_root, a.topic, a.partition, continued, self.directory
@@ -231,7 +245,36 @@ class _RangeWriter:
             replaces=self.replaces,
             max_timestamp=self.max_timestamp,
             leader_epoch=self.settings.leader_epoch,
+            provisional=a.provisional,
         )
+
+
+def continue_staged_range(
+    manifest: TaskManifest, first_offset: int, settings: WriterSettings
+) -> TaskManifest | None:
+    """A provisional range that turned out to start its partition, rewritten as the writer
+    writes a known start: appended to a copy of the published last segment (None when the
+    partition has none to continue). Its batches do not depend on where they land, only the
+    segments' rolls and index entries do, so they are moved (`moved_batches`), not encoded
+    again: the bytes equal what the counted plan's write gives."""
+    tp = (manifest.topic, manifest.partition)
+    if tp not in settings.continue_segments:
+        return None
+    staged = Path(manifest.staging_dir)
+    # beside the attempt's r<range>/ dirs, so the attempt's staging still holds all of it
+    directory = staged.parent.parent / "continued" / staged.name
+    shutil.rmtree(directory, ignore_errors=True)
+    assignment = RangeAssignment(
+        manifest.topic, manifest.partition, -1, 0, first_offset, PROVISIONAL
+    )
+    writer = _RangeWriter(assignment, settings, directory, manifest.task_key, manifest.attempt_id)
+    delta = first_offset - manifest.first_offset
+    for log_path in sorted(staged / f.name for f in manifest.files if f.ext == "log"):
+        for piece in moved_batches(log_path, delta):
+            writer.log.append_batches(piece)
+    writer.records = manifest.record_count
+    writer.max_timestamp = manifest.max_timestamp
+    return writer.finish()
 
 
 def _row_payload_bytes(table: pa.Table) -> np.ndarray:
@@ -283,12 +326,13 @@ def write_task(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
     attempt_id: str,
-    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     settings: WriterSettings,
 ) -> Iterator[TaskManifest]:
     """Write every partition range found in this task's sorted rows into its attempt's staging.
 
-    Yields one manifest per range as soon as the range is complete.
+    Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` (no
+    counting pass) the task's first partition is staged provisionally, the others in place.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -299,10 +343,16 @@ def write_task(
         for topic, partition, start, stop in partition_runs(batch):
             current = writer and (writer.assignment.topic, writer.assignment.partition)
             if current != (topic, partition):
+                first_in_task = writer is None
                 if writer is not None:
                     yield writer.finish()
                 writer = _range_writer(
-                    plan, (task_index, topic, partition), settings, staging, attempt_id
+                    plan,
+                    (task_index, topic, partition),
+                    settings,
+                    staging,
+                    attempt_id,
+                    first_in_task=first_in_task,
                 )
             rows = batch.select(columns).slice(start, stop - start)
             writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
@@ -312,15 +362,20 @@ def write_task(
 
 
 def _range_writer(
-    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     key: tuple[int, str, int],
     settings: WriterSettings,
     staging: Path,
     attempt_id: str,
+    *,
+    first_in_task: bool = False,
 ) -> _RangeWriter:
     """The writer of the plan's range `key` = (task index, topic, partition), in staging."""
     task_index, topic, partition = key
-    assignment = plan[key] if isinstance(plan, ProvisionalPlan) else plan.get(key)
+    if isinstance(plan, OnePassPlan):
+        assignment = plan.assignment(*key, first_in_task=first_in_task)
+    else:
+        assignment = plan[key] if isinstance(plan, ProvisionalPlan) else plan.get(key)
     if assignment is None:
         raise KafkaLogError(
             f"task {task_index} found rows for {topic}-{partition} that the counting pass did "

@@ -6,6 +6,8 @@ the segment's base offset (§3.1) and stay as they are; the .txnindex holds abso
 shifts; the file names carry the base offset. So a writer that stages segments before it knows
 where its records land in the partition (the data-source writer: its tasks cannot count first)
 moves them into place afterwards, and the bytes equal what writing at the final offsets gives.
+`moved_batches` hands a segment's batches, moved, to another log's `append_batches` (a staged
+range that turns out to continue an existing segment: new rolls and index entries, same batches).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from kafkalog_core.errors import CorruptRecordError, KafkaLogError
 from kafkalog_core.log.names import (
@@ -26,6 +31,7 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.log.txn_index import AbortedTxn
 from kafkalog_core.record.batch import BASE_OFFSET_OFFSET, MAGIC_V2, iter_batch_headers
+from kafkalog_core.record.encoder import EncodedBatches
 
 _INT64 = struct.Struct(">q")
 _TXN_ENTRY_SIZE = 34
@@ -35,28 +41,32 @@ class RebaseError(KafkaLogError):
     """A segment cannot be moved: not record batch v2, or the move would overlap a file."""
 
 
+def _v2_headers(path: Path, buf) -> list:
+    """The batch headers of a segment's bytes; RebaseError unless all are record batch v2."""
+    try:
+        headers = list(iter_batch_headers(buf))
+    except CorruptRecordError as error:
+        raise RebaseError(f"{path}: {error}") from None
+    for header in headers:
+        if header.magic != MAGIC_V2:
+            raise RebaseError(
+                f"{path}: batch at position {header.position} has magic {header.magic}; "
+                "only record batch v2 can move without re-encoding"
+            )
+    return headers
+
+
 def _shift_batches(path: Path, delta: int) -> int:
     """Add `delta` to every batch's base offset, in place. Returns the batches moved."""
     size = path.stat().st_size
     if size == 0:
         return 0
     with open(path, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:
-        moved = 0
-        try:
-            for header in iter_batch_headers(buf):
-                if header.magic != MAGIC_V2:
-                    raise RebaseError(
-                        f"{path}: batch at position {header.position} has magic {header.magic}; "
-                        "only record batch v2 can move without re-encoding"
-                    )
-                _INT64.pack_into(
-                    buf, header.position + BASE_OFFSET_OFFSET, header.base_offset + delta
-                )
-                moved += 1
-        except CorruptRecordError as error:
-            raise RebaseError(f"{path}: {error}") from None
+        headers = _v2_headers(path, buf)
+        for header in headers:
+            _INT64.pack_into(buf, header.position + BASE_OFFSET_OFFSET, header.base_offset + delta)
         buf.flush()
-    return moved
+    return len(headers)
 
 
 def _shift_txn_index(path: Path, delta: int) -> None:
@@ -114,3 +124,48 @@ def rebase_segments(log_paths: list[Path], first_offset: int) -> list[Path]:
     order = list(reversed(log_paths)) if delta > 0 else list(log_paths)
     moved = {p: rebase_segment(p, offset_from_file_name(p.name) + delta) for p in order}
     return [moved[p] for p in log_paths]
+
+
+def moved_batches(
+    log_path: str | os.PathLike[str], delta: int, *, piece_bytes: int = 64 << 20
+) -> Iterator[EncodedBatches]:
+    """The batches of a segment, base offsets plus `delta`, in pieces of about `piece_bytes`
+    (whole batches), ready for `PartitionLog.append_batches`; the file is not changed."""
+    path = Path(log_path)
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            headers = _v2_headers(path, buf)
+            start = 0
+            while start < len(headers):
+                first = headers[start].position
+                stop = start + 1
+                while stop < len(headers) and headers[stop].position - first < piece_bytes:
+                    stop += 1
+                yield _moved_piece(buf, headers[start:stop], delta)
+                start = stop
+
+
+def _moved_piece(buf: mmap.mmap, headers: list, delta: int) -> EncodedBatches:
+    first = headers[0].position
+    end = headers[-1].position + headers[-1].size
+    piece = bytearray(buf[first:end])
+    for h in headers:
+        _INT64.pack_into(piece, h.position - first + BASE_OFFSET_OFFSET, h.base_offset + delta)
+
+    def column(values) -> np.ndarray:
+        return np.fromiter(values, dtype=np.int64, count=len(headers))
+
+    bases = column(h.base_offset + delta for h in headers)
+    return EncodedBatches(
+        buffer=memoryview(piece),
+        positions=column(h.position - first for h in headers),
+        sizes=column(h.size for h in headers),
+        base_offsets=bases,
+        last_offsets=bases + column(h.last_offset_delta for h in headers),
+        max_timestamps=column(h.max_timestamp for h in headers),
+        record_counts=column(h.records_count for h in headers),
+        start_offset=int(bases[0]),
+    )

@@ -82,7 +82,10 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     spark_doc["output"]["write_mode"] = "direct"  # (auto: range for Spark's many tiny splits)
     plain = _run(spark, spark_doc)
     assert (arrow.task_reader, arrow.write_mode) == ("arrow", "direct")
-    assert arrow.summary.endswith("\n  written in the direct write mode, rows read by arrow")
+    assert "\n  written in the direct write mode, rows read by arrow\n" in arrow.summary
+    assert arrow.summary.endswith(
+        "\n  task reader: arrow: local files, plain-column mappings, direct mode"
+    )
     assert (plain.task_reader, plain.write_mode) == ("spark", "direct")
     assert arrow.records == plain.records == N
     expected = _no_headers(expected_records(source["rows"], PARTITIONS, in_order=True))

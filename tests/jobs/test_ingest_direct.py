@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest import DIRECT_MAX_SPLITS, choose_write_mode, run
+from jobs.ingest import DIRECT_MAX_SPLITS, choose_write_mode, run, write_mode_choice
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.history import IngestHistory
 from kafkalog_core.errors import ConfigError, KafkaLogError
@@ -108,6 +108,27 @@ def _plain_config(tmp_path: Path, mode: str = "auto", **doc_changes) -> IngestCo
     doc["output"]["write_mode"] = mode
     doc.update(doc_changes)
     return IngestConfig.from_dict(doc)
+
+
+def test_auto_says_why_it_takes_each_path(tmp_path):
+    """No silent cliff: the summary prints the reason, the split count above all."""
+    config = _plain_config(tmp_path)
+    assert write_mode_choice(config, None, DIRECT_MAX_SPLITS + 1) == (
+        "range",
+        f"auto: {DIRECT_MAX_SPLITS + 1} input splits, more than the direct mode's "
+        f"{DIRECT_MAX_SPLITS} (it writes at least one segment per split and partition)",
+    )
+    assert write_mode_choice(config, None, 3) == (
+        "direct",
+        "auto: source order, 3 input splits and 3 partitions (no shuffle)",
+    )
+    ordered = _plain_config(tmp_path, ordering=["event_time"])
+    assert (
+        write_mode_choice(ordered, None, 1)[1] == "auto: the ordering needs the range mode's sort"
+    )
+    assert write_mode_choice(config, 4, 1)[1] == "auto: --tasks 4 asks for the range mode"
+    many = _plain_config(tmp_path, topics={"events": {"partitions": 1000}})
+    assert "1000 partitions, more than the direct mode's 256" in write_mode_choice(many, None, 1)[1]
 
 
 def test_auto_picks_direct_only_for_source_order_few_splits_and_known_partitions(tmp_path):

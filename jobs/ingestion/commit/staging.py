@@ -7,14 +7,14 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from crc32c import crc32c
 
-from jobs.ingestion.meta import IngestError, ManifestError, meta_root
+from jobs.ingestion.meta import IngestError, ManifestError, PlanError, meta_root
 from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
@@ -175,6 +175,8 @@ class TaskManifest:
 
     `next_offset` is exclusive. `replaces` is the base offset of the existing last segment this
     attempt continued copy-on-write (its staged files carry the same names), else None.
+    `provisional`: staged from offset 0 before the task could know where the range lands;
+    `place_ranges` moves it into place (a published manifest is never provisional).
     """
 
     run_id: str
@@ -192,6 +194,7 @@ class TaskManifest:
     max_timestamp: int = -1
     leader_epoch: int = -1
     size_bytes: int = 0
+    provisional: bool = False
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -255,6 +258,8 @@ def _validate_manifest(m: TaskManifest) -> None:
     if m.next_offset > m.first_offset and not m.segment_bases:
         raise ManifestError(f"{where}: non-empty range without a .log file")
     bases = m.segment_bases
+    if m.provisional and (m.replaces is not None or m.first_offset != 0):
+        raise ManifestError(f"{where}: a provisional range starts at offset 0 in new segments")
     if m.replaces is not None and (not bases or bases[0] != m.replaces):
         raise ManifestError(
             f"{where}: continues segment {m.replaces} but stages no .log with that base offset"
@@ -319,6 +324,7 @@ def finalize_task_staging(
     leader_epoch: int = -1,
     include_snapshots: bool = False,
     write: bool = True,
+    provisional: bool = False,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -356,6 +362,7 @@ def finalize_task_staging(
         max_timestamp=max_timestamp,
         leader_epoch=leader_epoch,
         size_bytes=sum(f.size for f in files),
+        provisional=provisional,
     )
     _validate_manifest(manifest)
     if write:
@@ -367,8 +374,8 @@ def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int)
     """A range staged at provisional offsets, moved to where it lands in its partition: the
     batches' base offsets and the file names shift (`kafkalog_core.log.rebase`), then the range
     is finalized again (fsync, checksums) under its new offsets and range index."""
-    if manifest.replaces is not None:
-        raise ManifestError(f"{manifest.describe()}: a continued segment cannot move")
+    if not manifest.provisional:
+        raise ManifestError(f"{manifest.describe()}: only a provisional range moves")
     staging = Path(manifest.staging_dir)
     logs = sorted(staging / f.name for f in manifest.files if f.name.endswith(".log"))
     rebase_segments(logs, first_offset)
@@ -386,6 +393,41 @@ def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int)
         max_timestamp=manifest.max_timestamp,
         leader_epoch=manifest.leader_epoch,
     )
+
+
+def place_ranges(
+    manifests: list[TaskManifest],
+    log_end_offsets: Mapping[tuple[str, int], int],
+    continue_first: Callable[[TaskManifest, int], TaskManifest | None] | None = None,
+) -> list[TaskManifest]:
+    """Each partition's staged ranges in range-index order (task order), chained from its log
+    end offset: provisional ones are moved there (`rebase_manifest`), ranges written in place
+    are checked to start there. `continue_first(manifest, offset)` may instead turn a
+    provisional first range into the continuation of the published last segment (None: no
+    segment to continue), as the range mode's writer continues it when it knows the start."""
+    by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
+    for m in manifests:
+        by_partition.setdefault((m.topic, m.partition), []).append(m)
+    placed = []
+    for tp, shares in sorted(by_partition.items()):
+        offset = int(log_end_offsets.get(tp, 0))
+        for index, share in enumerate(sorted(shares, key=lambda m: m.range_index)):
+            moved = None
+            if not share.provisional:
+                if index != 0 or share.first_offset != offset:
+                    raise PlanError(
+                        f"{share.describe()} was written in place, but the partition's ranges "
+                        f"put it at offset {offset}, range {index} (the range partitioner's "
+                        "task order broke)"
+                    )
+                moved = share
+            elif index == 0 and continue_first is not None:
+                moved = continue_first(share, offset)
+            if moved is None:
+                moved = rebase_manifest(share, offset, index)
+            placed.append(moved)
+            offset = moved.next_offset
+    return placed
 
 
 def copy_segment_for_continuation(
