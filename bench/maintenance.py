@@ -41,7 +41,9 @@ from kafkalog_core.log.segment import LogSegment  # noqa: E402
 RECORD_BYTES = 126  # on-disk bytes per record of workload W (16 KiB batches), measured
 
 
-def build(root: Path, parquet: Path, gb: float, partitions: int) -> tuple[int, int]:
+def build(
+    root: Path, parquet: Path, gb: float, partitions: int, with_parquet: bool = True
+) -> tuple[int, int]:
     """Write the log dir and the Parquet copy; (bytes of .log files, records)."""
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(parquet, ignore_errors=True)
@@ -54,7 +56,8 @@ def build(root: Path, parquet: Path, gb: float, partitions: int) -> tuple[int, i
         log.append_records(table, max_batch_bytes=16384, now_ms=0)
         log.close(fsync=False)
         total += log.size_in_bytes
-        pq.write_table(table, parquet / f"part-{p:04d}.parquet")
+        if with_parquet:
+            pq.write_table(table, parquet / f"part-{p:04d}.parquet")
     return total, per_partition * partitions
 
 
@@ -89,13 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/kafkalog-bench-maintenance"))
+    ap.add_argument(
+        "--no-audit", action="store_true", help="verify/rebuild only (no Parquet copy, no audit)"
+    )
     args = ap.parse_args(argv)
 
     from jobs import compaction_audit, rebuild_index
     from jobs.spark.session import get_or_create_session
 
     root, parquet = args.dir / "logs", args.dir / "parquet"
-    size, records = build(root, parquet, args.gb, args.partitions)
+    size, records = build(root, parquet, args.gb, args.partitions, not args.no_audit)
     mb = size / 1e6
     print(f"log dir: {args.partitions} partitions, {mb:,.0f} MB, {records:,} records")
 
@@ -113,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"baseline A, serial single-process recovery: {base_a:6.2f} s  {mb / base_a:7,.0f} MB/s")
     for name, t in (("rebuild-index verify", verify), ("rebuild-index rebuild --all", rebuild)):
         print(f"{name:<43} {t:6.2f} s  {mb / t:7,.0f} MB/s  ratio {base_a / t:.2f}x (goal >= 1.8)")
+
+    if args.no_audit:
+        spark.stop()
+        shutil.rmtree(args.dir, ignore_errors=True)
+        return 0
 
     def parquet_group_by() -> None:
         frame = spark.read.parquet(str(parquet)).groupBy("key").count()
