@@ -61,18 +61,25 @@ def local_output(ingest_config: Path) -> dict[str, str]:
     return files
 
 
-def test_ingest_on_the_cluster_is_byte_identical_to_local(
-    cluster: StandaloneCluster, ingest_config: Path, local_output: dict[str, str], tmp_path: Path
-):
-    """Also: every write task ran on the packed env's Python (not the test venv), kafkalog's
-    code from the --py-files zip and the C loops from the env (the tasks' hold notes say)."""
-    out, notes = tmp_path / "logs", tmp_path / "notes"
+@pytest.fixture(scope="module")
+def cluster_run(cluster: StandaloneCluster, ingest_config: Path) -> tuple[Path, str, Path]:
+    """The same ingest through the cluster: (output root, job output, the tasks' hold notes)."""
+    out, notes = ingest_config.parent / "cluster" / "logs", ingest_config.parent / "notes"
     notes.mkdir()
     (notes / "release").touch()  # report, never wait
     result = _ingest(
         cluster.master_url, ingest_config, out, {f"spark.executorEnv.{HOLD_DIR_ENV}": str(notes)}
     )
-    assert "C loops in every write task" in result.stdout
+    return out, result.stdout, notes
+
+
+def test_ingest_on_the_cluster_is_byte_identical_to_local(
+    cluster: StandaloneCluster, cluster_run: tuple[Path, str, Path], local_output: dict[str, str]
+):
+    """Also: every write task ran on the packed env's Python (not the test venv), kafkalog's
+    code from the --py-files zip and the C loops from the env (the tasks' hold notes say)."""
+    out, stdout, notes = cluster_run
+    assert "C loops in every write task" in stdout
     assert snapshot(out) == local_output
     held = [json.loads(p.read_text()) for p in notes.glob("held-*.json")]
     assert len({n["task"] for n in held}) == FILES
@@ -105,6 +112,8 @@ def test_a_worker_killed_mid_write_retries_on_the_other_and_gives_the_same_bytes
         f"spark.executorEnv.{HOLD_DIR_ENV}": str(hold),
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.rolling.enabled": "false",  # one plain JSON-lines file
+        "spark.eventLog.compress": "false",
     }
     results: list[subprocess.CompletedProcess] = []
     job = threading.Thread(
@@ -125,6 +134,10 @@ def test_a_worker_killed_mid_write_retries_on_the_other_and_gives_the_same_bytes
         [result] = results
         assert result.returncode == 0, output_of(result)[-4000:]
         assert snapshot(out) == local_output
+        # The killed attempt's task index was written again by a new attempt on the other worker
+        notes = [json.loads(p.read_text()) for p in hold.glob("held-*.json")]
+        again = [n for n in notes if n["task"] == held["task"] and n["staging"] != held["staging"]]
+        assert again and not _runs_in(again[0], cluster.workers[victim].work_dir), notes
         ends = _task_ends(events)
         lost = [e for e in ends if e["Task End Reason"]["Reason"] == "ExecutorLostFailure"]
         assert lost, [e["Task End Reason"] for e in ends]
@@ -154,3 +167,24 @@ def _first_held(hold: Path, job) -> dict:
 
 def _runs_in(held: dict, work_dir: Path | None) -> bool:
     return work_dir is not None and Path(held["cwd"]).is_relative_to(work_dir)
+
+
+def test_maintenance_and_data_source_on_the_cluster(
+    cluster: StandaloneCluster, cluster_run: tuple[Path, str, Path], tmp_path: Path
+):
+    """rebuild-index (verify) over the cluster-written log dir, and format("kafkalog") reading
+    it and writing a copy, each through spark-submit.sh against the cluster."""
+    out = cluster_run[0]
+    verify = submit(cluster.master_url, "rebuild-index", "--log-dir", str(out))
+    assert verify.returncode == 0, output_of(verify)[-4000:]
+    assert "segments ok, 0 not ok" in verify.stdout
+    copy = tmp_path / "copy"
+    job = submit(
+        cluster.master_url, "tests/cluster/datasource_job.py", str(out), "events", str(copy)
+    )
+    assert job.returncode == 0, output_of(job)[-4000:]
+    line = next(x for x in job.stdout.splitlines() if x.startswith("DATASOURCE "))
+    found = json.loads(line[len("DATASOURCE ") :])
+    assert found["read"] == found["copied"] == 400
+    assert found["read_digest"] == found["copied_digest"]
+    assert sorted(p.name for p in copy.iterdir() if p.is_dir()) == ["copy-0", "copy-1"]
