@@ -26,12 +26,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: runs against the session's standalone cluster")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/cluster/" in str(item.fspath).replace(os.sep, "/"):
-            item.add_marker(pytest.mark.cluster)
-
-
 @pytest.fixture(scope="session")
 def packed_env() -> Path:
     """The executors' archive, built here (timed in the output) rather than by the first submit."""

@@ -17,6 +17,8 @@ from tests.cluster.conftest import output_of, submit
 from tests.cluster.standalone import StandaloneCluster
 from tests.jobs.ingest_helpers import config_doc, snapshot, source_rows, write_parquet
 
+pytestmark = pytest.mark.cluster
+
 RUN_ID = "cluster-1"
 NOW = "2024-05-01T00:00:00Z"
 # Each source file is its own write task on both masters (the arrow reader splits by this).
