@@ -11,12 +11,17 @@
 # First use creates .venv and installs the package (conf/venv.sh); Java 17+ is checked.
 # Spark settings come from conf/spark-defaults.conf and logging from conf/log4j2.properties
 # (SPARK_CONF_DIR defaults to conf/). Local masters run executors with the venv's python
-# (PYSPARK_PYTHON). For any other master, kafkalog_core + jobs are zipped and shipped with
-# --py-files; executors still need the third-party packages (numpy, pyarrow, crc32c, cramjam,
-# lz4, zstandard, pyyaml): ship a packed venv with --archives and point
-# spark.pyspark.python at it, or install them on the cluster nodes. A zip cannot carry the
-# compiled C loops (kafkalog_core/_native): executors then use the numpy path (same bytes,
-# slower) unless kafkalog itself is installed in that venv.
+# (PYSPARK_PYTHON). For any other master (spark://, yarn, k8s://) executors get:
+# - kafkalog's Python code as --py-files (a zip of kafkalog_core, jobs, pyspark_kafkalog, made
+#   fresh on every submit), and
+# - a packed environment (--archives build/packed-env/kafkalog-env-HASH.tar.gz#env,
+#   spark.pyspark.python=./env/bin/python): the venv's numpy, pyarrow, codecs and the compiled
+#   C loops, built by jobs/spark/packed_env.py once per change of its inputs (cached by hash).
+#   In client deploy mode the driver keeps the venv's python (spark.pyspark.driver.python).
+#   KAFKALOG_PACKED_ENV=0 ships only the zip (the fallback: the nodes must have the packages,
+#   and executors use the numpy path: same bytes, slower); KAFKALOG_PACKED_ENV=URI ships a
+#   prebuilt archive (e.g. one uploaded to HDFS). A spark.pyspark.python of your own wins.
+# See docs/cluster.md for YARN and Kubernetes.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,7 +35,9 @@ jobs:   $(available_jobs)
 
 spark-submit options before JOB are passed through (--master, --conf k=v, --packages, ...).
 Environment: SPARK_CONF_DIR (default conf/), KAFKALOG_VENV, KAFKALOG_PYTHON,
-             KAFKALOG_PY_FILES=1 (ship kafkalog as --py-files even on a local master).
+             KAFKALOG_PY_FILES=1 (ship kafkalog as --py-files even on a local master),
+             KAFKALOG_PACKED_ENV=0|URI (non-local masters: no packed environment for the
+             executors, or a prebuilt one; default: build it, see docs/cluster.md).
 Run a job with --help for its own arguments.
 EOF
 }
@@ -56,7 +63,24 @@ flag_option() {
 
 spark_args=()
 master=""
+deploy_mode=""
+py_files=""   # the user's --py-files / --archives: merged with ours (spark-submit keeps the last)
+archives=""
+own_python=0  # the user set spark.pyspark.python: they ship their own environment
 job=""
+
+# One spark-submit option and its value: remembered where it matters, passed through otherwise.
+take_option() {
+  case "$1" in
+    --master) master="$2" ;;
+    --deploy-mode) deploy_mode="$2" ;;
+    --py-files) py_files="$2" && return ;;
+    --archives) archives="$2" && return ;;
+    --conf | -c) case "$2" in spark.pyspark.python=*) own_python=1 ;; esac ;;
+  esac
+  spark_args+=("$1" "$2")
+}
+
 while [ "$#" -gt 0 ]; do
   case "$1" in
     -h | --help)
@@ -64,8 +88,7 @@ while [ "$#" -gt 0 ]; do
       exit 0
       ;;
     --*=*)
-      [ "${1%%=*}" = "--master" ] && master="${1#*=}"
-      spark_args+=("$1")
+      take_option "${1%%=*}" "${1#*=}"
       shift
       ;;
     -*)
@@ -77,8 +100,7 @@ while [ "$#" -gt 0 ]; do
           echo "kafkalog: spark-submit option $1 needs a value" >&2
           exit 2
         fi
-        [ "$1" = "--master" ] && master="$2"
-        spark_args+=("$1" "$2")
+        take_option "$1" "$2"
         shift 2
       fi
       ;;
@@ -124,19 +146,21 @@ if [ ! -x "$submit" ]; then
 fi
 
 # Non-local masters (or KAFKALOG_PY_FILES=1): ship our packages as a zip.
+remote=0
 case "${master:-local}" in
   local*) ship="${KAFKALOG_PY_FILES:-0}" ;;
-  *) ship=1 ;;
+  *) ship=1 remote=1 ;;
 esac
 if [ "$ship" = "1" ]; then
   zip_path="$root/build/kafkalog-pyfiles.zip"
   mkdir -p "$root/build"
   "$kafkalog_venv/bin/python" - "$root" "$zip_path" <<'PY'
-import os, sys, zipfile
+import os, sys, tempfile, zipfile
 root, out = sys.argv[1], sys.argv[2]
-tmp = out + ".tmp"
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".tmp")
+os.close(fd)
 with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-    for package in ("kafkalog_core", "jobs"):
+    for package in ("kafkalog_core", "jobs", "pyspark_kafkalog"):
         for folder, dirs, files in os.walk(os.path.join(root, package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
@@ -145,8 +169,24 @@ with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
                     zf.write(path, os.path.relpath(path, root))
 os.replace(tmp, out)
 PY
-  spark_args+=(--py-files "$zip_path")
+  py_files="${py_files:+$py_files,}$zip_path"
 fi
+
+# Non-local masters: the executors' Python is the packed environment (jobs/spark/packed_env.py).
+packed="${KAFKALOG_PACKED_ENV:-1}"
+if [ "$remote" = "1" ] && [ "$packed" != "0" ] && [ "$own_python" = "0" ]; then
+  if [ "$packed" = "1" ]; then
+    kafkalog_ensure_packer
+    packed="$("$kafkalog_venv/bin/python" -m jobs.spark.packed_env)"
+  fi
+  archives="${archives:+$archives,}$packed#env"
+  spark_args+=(--conf spark.pyspark.python=./env/bin/python)
+  if [ "$deploy_mode" != "cluster" ]; then  # client mode: the driver runs here, on the venv
+    spark_args+=(--conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON")
+  fi
+fi
+if [ -n "$py_files" ]; then spark_args+=(--py-files "$py_files"); fi
+if [ -n "$archives" ]; then spark_args+=(--archives "$archives"); fi
 
 cd "$root"
 exec "$submit" ${spark_args[@]+"${spark_args[@]}"} "$job_file" "$@"

@@ -27,6 +27,14 @@ kafkalog_ensure_venv() {
   echo "$want" >"$stamp"
 }
 
+# venv-pack2, which packs the executors' environment for non-local masters
+# (jobs/spark/packed_env.py): installed into the venv on first need (spark-submit.sh, tests/run.sh).
+kafkalog_ensure_packer() {
+  "$kafkalog_venv/bin/python" -c "import venv_pack" 2>/dev/null && return 0
+  echo "kafkalog: installing venv-pack2 into $kafkalog_venv..." >&2
+  "$kafkalog_venv/bin/python" -m pip install -q "venv-pack2>=0.9,<1" >&2
+}
+
 kafkalog_check_java() {
   if ! command -v java >/dev/null 2>&1; then
     echo "kafkalog: Java 17+ is required for Spark, but 'java' is not on PATH (install openjdk-17-jre-headless)" >&2

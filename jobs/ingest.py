@@ -467,7 +467,7 @@ def run(
 
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
-    summary += f"\n  written in the {mode} write mode, rows read by {reader}"
+    summary += f"\n  written in the {mode} write mode, rows read by {reader}{_c_loops(manifests)}"
     summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
     out(summary)
     if rejected:
@@ -485,6 +485,20 @@ def run(
         write_mode=mode,
         task_reader=reader,
     )
+
+
+def _c_loops(manifests: Sequence[TaskManifest]) -> str:
+    """Whether the write tasks encoded with the C loops: executors on a cluster may lack the
+    driver's build (shipped with --py-files only), and then run the slower numpy path."""
+    tasks = {(m.task_key, m.attempt_id): m.native for m in manifests}
+    used = sum(tasks.values())
+    if not tasks:
+        return ""
+    if used == len(tasks):
+        return ", C loops in every write task"
+    if not used:
+        return ", no C loops in the write tasks (numpy path)"
+    return f", C loops in {used} of {len(tasks)} write tasks"
 
 
 def source_identity(spec: SourceSpec) -> str:

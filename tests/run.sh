@@ -4,6 +4,7 @@ set -euo pipefail
 . "$(cd "$(dirname "$0")/.." && pwd)/conf/venv.sh"
 kafkalog_ensure_venv
 kafkalog_check_java
+kafkalog_ensure_packer  # the cluster tests pack the executors' environment
 cd "$kafkalog_root"
 export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"

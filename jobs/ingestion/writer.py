@@ -21,7 +21,11 @@ Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shutil
+import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +41,7 @@ from jobs.ingestion.commit import (
     task_staging_dir,
 )
 from jobs.ingestion.planner import PROVISIONAL, OnePassPlan, ProvisionalPlan, RangeAssignment
+from kafkalog_core import native as native_loops
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
@@ -57,6 +62,11 @@ DEFAULT_CHUNK_BYTES = 32 << 20
 # this budget (each gets at least MIN_CHUNK_BYTES), so memory stays flat however many there are.
 DIRECT_TASK_BUFFER_BYTES = 256 << 20
 MIN_CHUNK_BYTES = 1 << 20
+# Test hook for killing an executor mid-write (tests/cluster): set on the executors, a write task
+# reports itself (where and on what Python it runs) in this directory after its first batch and
+# waits until `release` appears there.
+HOLD_DIR_ENV = "KAFKALOG_TEST_HOLD_DIR"
+HOLD_TIMEOUT_S = 600
 # Target size of one record batch (a producer's batch.size); capped by max.message.bytes.
 DEFAULT_BATCH_BYTES = 1 << 20
 
@@ -131,6 +141,7 @@ class _RangeWriter:
         self.context_rows = split_context_rows(self.options)
         self.records = 0
         self.max_timestamp = -1
+        self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
         self.log = self._open_log()
 
@@ -246,6 +257,7 @@ class _RangeWriter:
             max_timestamp=self.max_timestamp,
             leader_epoch=self.settings.leader_epoch,
             provisional=a.provisional,
+            native=self.native,
         )
 
 
@@ -274,6 +286,7 @@ def continue_staged_range(
             writer.log.append_batches(piece)
     writer.records = manifest.record_count
     writer.max_timestamp = manifest.max_timestamp
+    writer.native = manifest.native  # moved, not encoded again: the task's encoder wrote them
     return writer.finish()
 
 
@@ -357,6 +370,7 @@ def write_task(
             rows = batch.select(columns).slice(start, stop - start)
             writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
+        _maybe_hold(task_index, count, staging)
     if writer is not None:
         yield writer.finish()
 
@@ -389,6 +403,28 @@ def _maybe_fail(settings: WriterSettings, task_index: int, batches_seen: int) ->
     """The tests' kill switch (`fail_after_batches`)."""
     if settings.fail_after_batches is not None and batches_seen >= settings.fail_after_batches:
         raise InjectedFailure(f"injected failure in task {task_index} after {batches_seen} batches")
+
+
+def _maybe_hold(task_index: int, batches_seen: int, staging: Path) -> None:
+    """The tests' pause (`HOLD_DIR_ENV`): the first batch is staged, the task is held."""
+    hold = os.environ.get(HOLD_DIR_ENV)
+    if not hold or batches_seen != 1:
+        return
+    folder = Path(hold)
+    note = {
+        "task": task_index,
+        "staging": str(staging),
+        "cwd": os.getcwd(),  # the executor's: tells which worker runs the task
+        "python": sys.prefix,  # the executor's environment
+        "code": __file__,
+        "native": native_loops.module is not None,
+    }
+    name = f"held-{task_index}-{staging.name}"
+    (folder / f".{name}").write_text(json.dumps(note))
+    os.replace(folder / f".{name}", folder / f"{name}.json")
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    while not (folder / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def partition_groups(
@@ -469,5 +505,6 @@ def write_task_direct(
             rows = records.slice(start, stop - start)
             writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
+        _maybe_hold(task_index, count, staging)
     for key in sorted(writers):
         yield writers[key].finish()

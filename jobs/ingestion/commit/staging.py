@@ -15,6 +15,7 @@ from typing import Any
 from crc32c import crc32c
 
 from jobs.ingestion.meta import IngestError, ManifestError, PlanError, meta_root
+from kafkalog_core import native as native_loops
 from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
@@ -195,6 +196,7 @@ class TaskManifest:
     leader_epoch: int = -1
     size_bytes: int = 0
     provisional: bool = False
+    native: bool = False  # the writing task encoded with the C loops (kafkalog_core.native)
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -325,6 +327,7 @@ def finalize_task_staging(
     include_snapshots: bool = False,
     write: bool = True,
     provisional: bool = False,
+    native: bool | None = None,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -335,6 +338,9 @@ def finalize_task_staging(
     else a writer left there (partition.metadata, checkpoints) is ignored. Producer snapshots
     are left out by default: a range's writer only saw part of the log, and Kafka rebuilds
     producer state itself when no snapshot exists (§6 step 12).
+
+    `native` (default: whether this process has the C loops) lets a job report what its
+    executors ran: a cluster's executors may lack the build the driver has.
     """
     base = Path(staging_dir)
     files = []
@@ -363,6 +369,7 @@ def finalize_task_staging(
         leader_epoch=leader_epoch,
         size_bytes=sum(f.size for f in files),
         provisional=provisional,
+        native=native_loops.module is not None if native is None else native,
     )
     _validate_manifest(manifest)
     if write:
@@ -392,6 +399,7 @@ def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int)
         record_count=manifest.record_count,
         max_timestamp=manifest.max_timestamp,
         leader_epoch=manifest.leader_epoch,
+        native=manifest.native,  # written by the task, not by this (driver) process
     )
 
 
