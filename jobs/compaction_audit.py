@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -389,4 +388,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.spark.session import exit_driver
+
+    exit_driver(main())

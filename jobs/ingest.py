@@ -593,4 +593,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.spark.session import exit_driver
+
+    exit_driver(main())

@@ -26,7 +26,6 @@ which writes, keeps each partition in one task).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -249,4 +248,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.spark.session import exit_driver
+
+    exit_driver(main())

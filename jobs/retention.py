@@ -19,7 +19,6 @@ The run holds the log dir's run lock, so it never overlaps an ingest run.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -310,4 +309,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs.spark.session import exit_driver
+
+    exit_driver(main())

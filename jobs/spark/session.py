@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from kafkalog_core.errors import ConfigError
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULTS_FILE",
     "DELTA_EXTENSION",
+    "exit_driver",
     "get_or_create_session",
     "has_delta_extension",
     "read_spark_defaults",
@@ -150,3 +152,29 @@ def has_delta_extension(spark: SparkSession) -> bool:
     except Exception:
         return False
     return True
+
+
+def exit_driver(code: int) -> NoReturn:
+    """The end of a spark-submit entry point (`jobs/<job>.py` run as a script): stop Spark,
+    flush what was printed, and leave without Python's interpreter teardown.
+
+    The job's work, its publish and its report are done by then. What the teardown still does
+    is destroy native libraries' state while their threads may run; a cluster run once
+    aborted there ("terminate called without an active exception", exit 134) after a
+    successful publish, and a scheduler would have marked the published run failed.
+    """
+    import logging
+
+    try:
+        with suppress(Exception):  # exiting anyway; the job's own outcome is in `code`
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                active.stop()
+    finally:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(Exception):  # a closed pipe must not change the exit code
+                stream.flush()
+        os._exit(code)
