@@ -549,6 +549,7 @@ class _Fields:
     value_len: np.ndarray
     headers_pos: np.ndarray  # after headersCount
     headers_count: np.ndarray
+    headers: pa.Array | None = None  # the headers column when the walk already built it
 
 
 def _native_fields(
@@ -566,7 +567,7 @@ def _native_fields(
     return _Fields(*out)
 
 
-def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
+def _walk_fields(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, limit: int) -> _Fields:
     """The numpy walk: each field of every record, field by field across records."""
     n = starts.shape[0]
     length, lsize = _varints(arr, starts, limit, 5)
@@ -597,8 +598,9 @@ def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
     _check(count >= 0, "negative headers count")
     _check(count <= record_end - pos, "headers count larger than the remaining record bytes")
     headers_pos = pos
-    if n and int(count.sum()):
-        pos = _parse_headers(arr, None, pos, count, record_end, limit, int(count.sum()))[1]
+    headers = None
+    if n and int(count.sum()):  # walked once: the column comes with where the headers end
+        headers, pos = _parse_headers(arr, buffer, pos, count, record_end, limit, int(count.sum()))
     if not np.array_equal(pos, record_end):
         bad = int(np.flatnonzero(pos != record_end)[0])
         raise _Corrupt(
@@ -617,6 +619,7 @@ def _walk_fields(arr: np.ndarray, starts: np.ndarray, limit: int) -> _Fields:
         value_len,
         headers_pos,
         count,
+        headers,
     )
 
 
@@ -626,7 +629,9 @@ def _columns(
     """Arrow key, value (or value size) and headers columns from the records' field positions."""
     n = f.start.shape[0]
     total_headers = int(f.headers_count.sum()) if n else 0
-    if total_headers:
+    if f.headers is not None:
+        header_array = f.headers
+    elif total_headers:
         record_end = f.start + f.size
         header_array, _ = _parse_headers(
             arr, buffer, f.headers_pos, f.headers_count, record_end, limit, total_headers
@@ -650,18 +655,16 @@ def _check(ok: np.ndarray, problem: str) -> None:
 
 def _parse_headers(
     arr: np.ndarray,
-    buffer: pa.Buffer | None,
+    buffer: pa.Buffer,
     pos: np.ndarray,
     count: np.ndarray,
     record_end: np.ndarray,
     limit: int,
     total: int,
-) -> tuple[pa.Array | None, np.ndarray]:
+) -> tuple[pa.Array, np.ndarray]:
     """Headers of all records, decoded header-index by header-index across records.
 
-    Returns the headers column and where each record's headers end; with `buffer` None only
-    walks (the column is None).
-    """
+    Returns the headers column and where each record's headers end."""
     pos = pos.copy()
     list_offsets = np.zeros(count.shape[0] + 1, np.int64)
     np.cumsum(count, out=list_offsets[1:])
@@ -697,8 +700,6 @@ def _parse_headers(
                 int(rows[np.argmax(p > end)]), "header value runs past the end of its record"
             )
         pos[rows] = p
-    if buffer is None:
-        return None, pos
     keys = _binary_from_spans(arr, buffer, hk_pos, hk_len, string=True)
     try:
         keys.validate(full=True)
@@ -763,7 +764,7 @@ def _decode_v2_group_fast(
             for h, (lo, hi) in zip(headers, regions, strict=True)
         ]
         starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
-        fields = _walk_fields(arr, starts, arr.shape[0])
+        fields = _walk_fields(arr, buffer, starts, arr.shape[0])
     parsed = _columns(arr, buffer, fields, arr.shape[0], values)
     starts = fields.start
 
