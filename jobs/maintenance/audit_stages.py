@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.maintenance.common import ipc_bytes, ipc_table
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.cleaner_audit import CleaningState, FreedBytes, freed_from_batches
 from kafkalog_core.log.cleaner_facts import (
@@ -186,18 +187,7 @@ def _by_bucket(keyed: pa.Table, buckets: int) -> Iterator[Shuffled]:
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         for lo in range(start, end, _BLOB_ROWS):
             piece = grouped.slice(lo, min(end, lo + _BLOB_ROWS) - lo)
-            yield int(ordered[start]), (KEYED, _ipc(piece))
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _table(blob: bytes) -> pa.Table:
-    return pa.ipc.open_stream(blob).read_all()
+            yield int(ordered[start]), (KEYED, ipc_bytes(piece))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,15 +203,15 @@ def key_task(pairs: Iterator[Shuffled]) -> Iterator[Shuffled]:
         if kind == INFO:
             info = json.loads(blob)
             yield info["tp"], (PARTIAL, json.dumps(info["partial"]).encode())
-            yield info["tp"], (SUMS, _ipc(_info_sums(info)))
+            yield info["tp"], (SUMS, ipc_bytes(_info_sums(info)))
         else:
-            keyed.append(_table(blob))
+            keyed.append(ipc_table(blob))
     if keyed:
         sums, partials = _keyed_rows(pa.concat_tables(keyed))
         for tp, partial in partials.items():
             yield tp, (PARTIAL, json.dumps(partial).encode())
         for tp, table in sums.items():
-            yield tp, (SUMS, _ipc(table))
+            yield tp, (SUMS, ipc_bytes(table))
 
 
 def _info_sums(info: dict[str, Any]) -> pa.Table:
@@ -231,10 +221,8 @@ def _info_sums(info: dict[str, Any]) -> pa.Table:
 
 
 def _removal_sums(batch: np.ndarray, size: np.ndarray) -> pa.Table:
-    """BATCH_SUMS of removed records only: how many and their bytes, per batch."""
-    order = np.argsort(batch, kind="stable")
-    batch, size = batch[order], size[order]
-    starts = np.flatnonzero(np.r_[True, np.diff(batch) != 0]) if batch.shape[0] else order
+    """BATCH_SUMS of removed records, `batch` sorted: how many and their bytes, per batch."""
+    starts = np.flatnonzero(np.r_[True, np.diff(batch) != 0]) if batch.shape[0] else batch
     zeros = np.zeros(starts.shape[0], np.int64)
     return pa.table(
         {
@@ -284,10 +272,21 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
     removed = ~retained_mask(facts, latest_dirty[group])
     superseded = offset < latest_all[group]
 
-    # per-batch removals, per tp
+    # per-batch removals, per tp: one sort of the removed records by (tp, batch), then slices
+    # (a mask per tp would scan every record once per partition the task holds)
+    gone_tp, gone_batch, gone_size = tp[removed], batch[removed], size[removed]
+    order = np.lexsort((gone_batch, gone_tp))
+    gone_tp, gone_batch, gone_size = gone_tp[order], gone_batch[order], gone_size[order]
+    cuts = np.flatnonzero(np.diff(gone_tp)) + 1
     sums = {
-        int(t): _removal_sums(batch[removed & (tp == t)], size[removed & (tp == t)])
-        for t in np.unique(tp[removed]).tolist()
+        int(t[0]): _removal_sums(b, z)
+        for t, b, z in zip(
+            np.split(gone_tp, cuts),
+            np.split(gone_batch, cuts),
+            np.split(gone_size, cuts),
+            strict=True,
+        )
+        if t.shape[0]
     }
 
     # per-partition key statistics
@@ -334,7 +333,7 @@ def freed_task(pairs: Iterator[Shuffled]) -> Iterator[tuple[int, str]]:
         if kind == PARTIAL:
             yield tp, blob.decode()
         else:
-            sums.setdefault(tp, []).append(_table(blob))
+            sums.setdefault(tp, []).append(ipc_table(blob))
     for tp, tables in sums.items():
         table = pa.concat_tables(tables)
         _, inverse = np.unique(table.column("batch").to_numpy(), return_inverse=True)

@@ -141,11 +141,17 @@ def _as_table(result: pa.Table | Iterable[Mapping[str, Any]], schema: pa.Schema)
     return pa.Table.from_pylist(list(result), schema=schema)
 
 
-def _ipc_bytes(table: pa.Table) -> bytes:
+def ipc_bytes(table: pa.Table) -> bytes:
+    """A table as one Arrow IPC stream: how task results and shuffled blocks travel."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
+
+
+def ipc_table(blob: bytes) -> pa.Table:
+    """The table of one `ipc_bytes` stream."""
+    return pa.ipc.open_stream(blob).read_all()
 
 
 def run_units(
@@ -175,7 +181,7 @@ def run_units(
                 except KafkaLogError as error:
                     where = unit.get("dir") or unit.get("path") or unit
                     raise MaintenanceError(f"{where}: {error}") from None
-        yield _ipc_bytes(pa.concat_tables(tables))
+        yield ipc_bytes(pa.concat_tables(tables))
 
     # An RDD of one JSON text per task, not a DataFrame: the rows are few and small, and a
     # plain Python RDD job starts in a fraction of a mapInArrow query's time (no planning, no
@@ -189,7 +195,7 @@ def run_units(
                 .mapPartitions(run_group)
                 .collect()
             )
-        rows = pa.concat_tables([pa.ipc.open_stream(blob).read_all() for blob in blobs])
+        rows = pa.concat_tables([ipc_table(blob) for blob in blobs])
     except KafkaLogError:
         raise
     except Exception as error:  # a Spark failure: surface our own error line if any
