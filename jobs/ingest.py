@@ -204,14 +204,15 @@ def _arrow_read_plan(
     if plan is None and wanted == "arrow":
         raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
     if plan is not None:
-        return plan, f"{wanted}: local files, plain-column mappings, direct mode"
+        return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
     return None, f"{wanted}: not the arrow reader, as {why}"
 
 
 def _source_files(
     spark: SparkSession, config: IngestConfig, source: SourceRead
 ) -> tuple[list[str] | None, tuple[str, ...]]:
-    """The data files Spark would read (decoded local paths or URIs) and partition columns."""
+    """The data files Spark would read and partition columns: decoded local paths or URIs
+    (`source_fs`); a Delta table named by a file: URI keeps that scheme for its files."""
     from urllib.parse import unquote
 
     from jobs.spark.delta import load_snapshot
@@ -219,8 +220,7 @@ def _source_files(
 
     spec = config.source
     if spec.format == "parquet":
-        files = [unquote(f) if f.startswith("file:") else f for f in source.df.inputFiles()]
-        return files, ()
+        return [unquote(f) for f in source.df.inputFiles()], ()
     if (
         spec.format == "delta"
         and spec.path is not None
@@ -228,7 +228,10 @@ def _source_files(
         and delta_reader_for(spark, spec) == "delta-rs"
     ):
         snapshot = load_snapshot(str(spec.path), version=source.version)
-        return [f.uri for f in snapshot.files], snapshot.partition_columns
+        files = [f.uri for f in snapshot.files]
+        if str(spec.path).lower().startswith("file:"):  # snapshot: absolute local paths
+            files = ["file://" + f if f.startswith("/") else f for f in files]
+        return files, snapshot.partition_columns
     return None, ()
 
 

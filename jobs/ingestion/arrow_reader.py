@@ -10,9 +10,10 @@ and collects their manifests, and nothing else. The per-row checks and the parti
 both to the same results), with the same error messages.
 
 What qualifies (`plan_arrow_read` says why not, otherwise):
-- source: Parquet files on a local file system (on a cluster: a mount every executor sees at
-  the same path, as the output root must be), or a Delta table through delta-rs at a pinned
-  version, without filter, interval, since_version or reader options;
+- source: Parquet files, or a Delta table through delta-rs at a pinned version, without filter,
+  interval, since_version or reader options; local files (on a cluster: a mount every executor
+  sees at the same path) or URIs whose scheme pyarrow opens (`source_fs`: s3, gs, abfs, hdfs,
+  file, ...; planning reads the footers through it, and every task builds its own file system);
 - mapping: topic constant or a string column; key and value binary or string columns (format
   bytes or string); timestamp a timestamp-with-time-zone (s, ms or us), date or integer column,
   or none; partition by key or from an integer column; no headers; no reject path;
@@ -49,6 +50,14 @@ from jobs.ingestion.mapping import (
     mapping_rules,
 )
 from jobs.ingestion.planner import OffsetPlan
+from jobs.ingestion.source_fs import (
+    Resolver,
+    install,
+    io_map,
+    open_file_system,
+    resolvers_for,
+    why_not_open,
+)
 from jobs.ingestion.writer import WriterSettings, write_task_direct
 from kafkalog_core.partitioner import partition_for_keys
 
@@ -77,7 +86,7 @@ _MS_PER_DAY = 86_400_000
 class FilePiece:
     """A whole Parquet file, or some of its row groups (a large file is split)."""
 
-    path: str
+    path: str  # a plain local path or a URI (`source_fs`): a string, never a file system
     row_groups: tuple[int, ...] | None = None  # None: every row group
 
 
@@ -124,6 +133,14 @@ class ArrowReadPlan:
     columns: _Columns
     rules: MappingRules
     counting_bytes: int = 0  # compressed bytes of the columns the counting pass reads
+    file_systems: tuple[str, ...] = ()  # pyarrow's type names of the file systems read
+    resolvers: tuple[tuple[str, Resolver], ...] = ()  # `source_fs` hooks the tasks install
+
+    @property
+    def where(self) -> str:
+        """Where the files are, for the summary: "local files" or "files on s3 through pyarrow"."""
+        remote = [t for t in self.file_systems if t != "local"]
+        return f"files on {', '.join(remote)} through pyarrow" if remote else "local files"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,15 +156,6 @@ def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, st
     return fm.column, None
 
 
-def _local_path(uri: str) -> str | None:
-    if uri.startswith("file:"):
-        rest = uri[len("file:") :]
-        return "/" + rest.lstrip("/")
-    if "://" in uri or ":" in uri.split("/", 1)[0]:
-        return None
-    return uri
-
-
 @dataclass
 class _Footers:
     """What the source files' footers say about the mapped columns."""
@@ -157,11 +165,15 @@ class _Footers:
     compressed_bytes: dict[str, int]
 
 
+def _metadata(location: str) -> pq.FileMetaData:
+    fs, path = open_file_system(location)
+    return pq.read_metadata(path, filesystem=fs)
+
+
 def _read_footers(paths: Sequence[str], names: Sequence[str]) -> tuple[_Footers | None, str]:
     """Each named column's type (the same in every file, else why not), nulls and size."""
     footers = _Footers({}, dict.fromkeys(names, False), dict.fromkeys(names, 0))
-    for path in paths:
-        meta = pq.read_metadata(path)
+    for path, meta in zip(paths, io_map(_metadata, paths), strict=True):
         schema = meta.schema.to_arrow_schema()
         leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
         for name in names:
@@ -238,18 +250,18 @@ def plan_arrow_read(
     for fm in (m.key, m.value):
         if fm is not None and fm.format not in (None, "bytes", "string"):
             return None, f"format {fm.format}"
-    paths = [_local_path(f) for f in files]
-    if any(p is None for p in paths):
-        return None, "the source files are not on a local file system"
-    local = sorted(str(p) for p in paths)
-    if not local:
+    why = why_not_open(files)
+    if why:
+        return None, why
+    sources = sorted(files)
+    if not sources:
         return None, "the source has no data files"
     assert value is not None
     names = [n for n in (m.topic.column, key, value, timestamp, m.partition.column) if n]
     shadowed = sorted(set(names) & set(partition_columns))
     if shadowed:
         return None, f"the mapping reads Delta partition column(s) {shadowed}"
-    footers, why = _read_footers(local, names)
+    footers, why = _read_footers(sources, names)
     if footers is None:
         return None, why
     types = footers.types
@@ -285,7 +297,19 @@ def plan_arrow_read(
     rules = mapping_rules(config)
     counted = columns.partitioning_names(rules)
     counting_bytes = sum(footers.compressed_bytes.get(n, 0) for n in counted)
-    return ArrowReadPlan(pack_tasks(local, max_split_bytes), columns, rules, counting_bytes), ""
+    return ArrowReadPlan(
+        pack_tasks(sources, max_split_bytes),
+        columns,
+        rules,
+        counting_bytes,
+        file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
+        resolvers=resolvers_for(sources),
+    ), ""
+
+
+def _file_size(location: str) -> int:
+    fs, path = open_file_system(location)
+    return int(fs.get_file_info(path).size)
 
 
 def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePiece, ...], ...]:
@@ -296,12 +320,11 @@ def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePi
     file packing, without its reordering by size, so the task order is the source order).
     """
     pieces: list[tuple[FilePiece, int]] = []
-    for path in paths:
-        size = os.path.getsize(path)
+    for path, size in zip(paths, io_map(_file_size, paths), strict=True):
         if size <= max_split_bytes:
             pieces.append((FilePiece(path), size))
             continue
-        meta = pq.read_metadata(path)
+        meta = _metadata(path)
         groups: list[tuple[list[int], int]] = [([], 0)]
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)
@@ -336,11 +359,12 @@ def _batches(
     task: Sequence[FilePiece], names: Sequence[str], rows: int = BATCH_ROWS
 ) -> Iterator[pa.RecordBatch]:
     for piece in task:
-        parquet = pq.ParquetFile(piece.path)
+        fs, path = open_file_system(piece.path)
         groups = None if piece.row_groups is None else list(piece.row_groups)
-        yield from parquet.iter_batches(
-            batch_size=rows, row_groups=groups, columns=list(names), use_threads=False
-        )
+        with pq.ParquetFile(path, filesystem=fs) as parquet:
+            yield from parquet.iter_batches(
+                batch_size=rows, row_groups=groups, columns=list(names), use_threads=False
+            )
 
 
 def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:
@@ -483,6 +507,7 @@ def count_with_arrow(spark: SparkSession, read: ArrowReadPlan) -> list[tuple[int
         return count_on_driver(read)
 
     def count_fn(indices):
+        install(read.resolvers)
         for i in indices:
             yield from count_task_files(read.tasks[i], i, read.columns, read.rules)
 
@@ -503,6 +528,7 @@ def write_with_arrow(
         from pyspark import TaskContext
 
         attempt = str(TaskContext.get().taskAttemptId())
+        install(read.resolvers)
         for i in indices:
             batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
             for manifest in write_task_direct(batches, i, attempt, lookup, settings):

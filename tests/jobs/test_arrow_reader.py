@@ -324,10 +324,7 @@ def test_plan_says_why_a_run_does_not_qualify(tmp_path):
     cases = {
         "mapping.key is an expression": (_config(tmp_path, key={"expr": "upper(user)"}), [good]),
         "format json": (_config(tmp_path, value={"column": "user", "format": "json"}), [good]),
-        "the source files are not on a local file system": (
-            _config(tmp_path),
-            ["s3://bucket/a.parquet"],
-        ),
+        "pyarrow cannot open foo://bucket": (_config(tmp_path), ["foo://bucket/a.parquet"]),
     }
     ntz = _write(
         tmp_path / "ntz" / "a.parquet",
