@@ -90,8 +90,8 @@ def why_not_open(locations: Iterable[str]) -> str:
         try:
             open_file_system(location)
         except Exception as error:  # noqa: BLE001 - any failure: Spark's reader reads it
-            lines = str(error).strip().splitlines()
-            return f"pyarrow cannot open {parts[0]}://{parts[1]} ({lines[0] if lines else error!r})"
+            lines = str(error).strip().splitlines() or [type(error).__name__]
+            return f"pyarrow cannot open {parts[0]}://{parts[1]} ({lines[0]})"
     return ""
 
 
