@@ -19,9 +19,9 @@ How a run goes (every step before "publish" touches only the run's staging area)
    first partition, which may continue earlier tasks' ranges, from offset 0.
 5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
    PartitionLog in its attempt's own staging dir and returns manifests. With the arrow task
-   reader (`jobs.ingestion.arrow_reader`: local Parquet / delta-rs files, plain-column
-   mappings, direct mode) the tasks read the files themselves with pyarrow instead, and the
-   counting pass reads only the partitioning columns.
+   reader (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store
+   pyarrow opens, plain-column mappings, direct mode) the tasks read the files themselves with
+   pyarrow instead, and the counting pass reads only the partitioning columns.
 6. range: the driver places the staged ranges in task order (`commit.place_ranges`: an 8-byte
    base-offset patch per batch, or a continuation of the published last segment).
 7. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);

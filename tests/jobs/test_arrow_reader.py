@@ -64,16 +64,6 @@ def source(tmp_path_factory) -> dict:
     return {"rows": rows, "path": write_parquet(tmp_path_factory.mktemp("src"), rows, files=3)}
 
 
-@pytest.fixture
-def small_splits(spark):
-    """One task per file (the files are ~20 KB): several ranges per partition."""
-    key = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(key)
-    spark.conf.set(key, "2000")
-    yield
-    spark.conf.set(key, old)
-
-
 @pytest.mark.spark
 def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path, small_splits):
     """Arrow: files in path order = the rows' own order; Spark: its split order. The same

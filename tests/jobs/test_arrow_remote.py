@@ -52,16 +52,6 @@ def _run(spark, doc: dict):
 
 
 @pytest.fixture
-def small_splits(spark):
-    """One task per file (the files are ~10 KB): several tasks, as on a real store."""
-    key = "spark.sql.files.maxPartitionBytes"
-    old = spark.conf.get(key)
-    spark.conf.set(key, "2000")
-    yield
-    spark.conf.set(key, old)
-
-
-@pytest.fixture
 def planned(monkeypatch) -> list:
     """The arrow read plans the job makes, in order."""
     plans = []

@@ -1,0 +1,16 @@
+"""Fixtures shared by the job tests (the session's `spark` is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def small_splits(spark):
+    """spark.sql.files.maxPartitionBytes of 2000: one task per (~10-20 KB) test file, so a run
+    has several tasks and every partition several ranges."""
+    key = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "2000")
+    yield
+    spark.conf.set(key, old)
