@@ -1,49 +1,27 @@
 """Appending to a segment: whole batches, with Kafka's offset/time index rule (§3.3).
 
 `SegmentAppends` is a base class of `LogSegment` (segment.py), which owns the files and the
-state named below. `append` is Kafka's one-append-of-batches; `append_batches` appends many
-encoded batches with one write and the same index entries, computed with numpy from the
-batches' header arrays instead of batch by batch.
+state (segment_state.py). `append` is Kafka's one append of whole batches; `append_batches`
+appends many encoded batches with one write and the same index entries, computed with numpy
+from the batches' header arrays instead of batch by batch.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kafkalog_core.errors import LogSegmentOffsetOverflowError
-from kafkalog_core.log.offset_index import OffsetIndex
 from kafkalog_core.log.segment_scan import INT32_MAX, index_entries_for_appends
-from kafkalog_core.log.time_index import TimeIndex
+from kafkalog_core.log.segment_state import SegmentState
 
 if TYPE_CHECKING:
     from kafkalog_core.record.encoder import EncodedBatches
 
 
-class SegmentAppends:
+class SegmentAppends(SegmentState):
     """The append path of `LogSegment`."""
-
-    # owned and kept up to date by LogSegment (segment.py)
-    base_offset: int
-    index_interval_bytes: int
-    log_path: Path
-    offset_index: OffsetIndex
-    time_index: TimeIndex
-    _size: int
-    _preallocated: bool
-    _dirty: bool
-    _needs_fsync: bool
-    _bytes_since_last_index_entry: int
-    _rolling_based_timestamp: int | None
-    _max_ts_and_offset: tuple[int, int] | None
-
-    if TYPE_CHECKING:
-
-        def _handle(self) -> Any: ...
-
-        def _max_ts(self) -> tuple[int, int]: ...
 
     # ---- append --------------------------------------------------------------------------------
     def _check_offset_in_range(self, offset: int) -> None:

@@ -1,9 +1,9 @@
 """Reading a segment: the batch-header walk, offset and timestamp lookups, Kafka's read (§3.6).
 
 `SegmentReads` is a base class of `LogSegment` (segment.py), which owns the files and the
-state named below; it holds the segment's read side: `batches`, `translate_offset`, `read`,
-`read_next_offset`, `find_offset_by_timestamp`, `find_max_timestamp_record`, and the value
-types they return. Headers come from a few `pread`s per batch, records are decoded only for
+state (segment_state.py); it holds the segment's read side: `batches`, `translate_offset`,
+`read`, `read_next_offset`, `find_offset_by_timestamp`, `find_max_timestamp_record`, and the
+value types they return. Headers come from a few `pread`s per batch, records are decoded only for
 the batch a timestamp lookup lands in.
 """
 
@@ -12,15 +12,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kafkalog_core.errors import CorruptRecordError
-from kafkalog_core.log.offset_index import OffsetIndex
 from kafkalog_core.log.segment_scan import NO_TIMESTAMP, header_at
-from kafkalog_core.log.time_index import TimeIndex
+from kafkalog_core.log.segment_state import SegmentState
 from kafkalog_core.record.batch import (
     HEADER_SIZE_UP_TO_MAGIC,
     LEGACY_RECORD_OVERHEAD_V0,
@@ -61,22 +58,8 @@ class TimestampAndOffset:
     leader_epoch: int | None = None
 
 
-class SegmentReads:
+class SegmentReads(SegmentState):
     """The read side of `LogSegment`: header walks and lookups over its .log and indexes."""
-
-    # owned and kept up to date by LogSegment (segment.py)
-    base_offset: int
-    log_path: Path
-    offset_index: OffsetIndex
-    time_index: TimeIndex
-    _size: int
-    _max_ts_and_offset: tuple[int, int] | None
-
-    if TYPE_CHECKING:
-
-        def _pread(self, position: int, size: int) -> bytes: ...
-
-        def _max_ts(self) -> tuple[int, int]: ...
 
     # ---- header walking --------------------------------------------------------------------------
     def _headers_from(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:

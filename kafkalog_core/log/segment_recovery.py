@@ -1,7 +1,7 @@
 """Recovering and checking a segment at load: `recover` and the index checks (§3.5, §6).
 
 `SegmentRecovery` is a base class of `LogSegment` (segment.py), which owns the files and the
-state named below. `recover` rebuilds the three indexes from one walk of the .log
+state (segment_state.py). `recover` rebuilds the three indexes from one walk of the .log
 (`segment_scan.scan_segment`) and cuts the first invalid batch and all after it;
 `indexes_look_valid`, `distrust_indexes` and `sanity_check` decide whether a loaded segment's
 indexes can be used as they are.
@@ -9,52 +9,20 @@ indexes can be used as they are.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kafkalog_core.errors import CorruptIndexError
-from kafkalog_core.log.offset_index import OffsetIndex
 from kafkalog_core.log.segment_scan import scan_segment
-from kafkalog_core.log.time_index import TimeIndex
-from kafkalog_core.log.txn_index import TransactionIndex
+from kafkalog_core.log.segment_state import SegmentState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from kafkalog_core.record.batch import BatchHeader
+    pass
 
 
-class SegmentRecovery:
+class SegmentRecovery(SegmentState):
     """Recovery and load-time index checks of `LogSegment`."""
-
-    # owned and kept up to date by LogSegment (segment.py)
-    base_offset: int
-    index_interval_bytes: int
-    log_path: Path
-    offset_index: OffsetIndex
-    time_index: TimeIndex
-    txn_index: TransactionIndex
-    time_index_newly_created: bool
-    _size: int
-    _dirty: bool
-    _needs_fsync: bool
-    _bytes_since_last_index_entry: int
-    _rolling_based_timestamp: int | None
-    _max_ts_and_offset: tuple[int, int] | None
-
-    if TYPE_CHECKING:
-
-        def _handle(self) -> Any: ...
-
-        def _truncate_log(self, target: int) -> int: ...
-
-        def _headers_from(self, position: int, end: int | None = None) -> Iterator[BatchHeader]: ...
-
-        def _largest_timestamp_after(self, position: int) -> tuple[int, int]: ...
-
-        def read_next_offset(self) -> int: ...
 
     # ---- recovery --------------------------------------------------------------------------------
     def recover(self, producer_state: Any = None, leader_epoch_cache: Any = None) -> int:
