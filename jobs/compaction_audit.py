@@ -57,13 +57,12 @@ from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
-from kafkalog_core.log.cleaner_audit import (
-    partition_cleaning_state,
+from kafkalog_core.log.checkpoints import (
     read_cleaner_checkpoint,
     read_high_watermarks,
     read_log_start_checkpoint,
-    verdict,
 )
+from kafkalog_core.log.cleaner_audit import partition_cleaning_state, verdict
 from kafkalog_core.log.cleaner_facts import RecordCounts
 
 if TYPE_CHECKING:

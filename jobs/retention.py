@@ -39,8 +39,7 @@ from jobs.maintenance.common import (
 )
 from jobs.maintenance.report import write_report
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.checkpoints import OffsetCheckpointFile
-from kafkalog_core.log.cleaner_audit import read_high_watermarks
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile, read_high_watermarks
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     segment_log_files,

@@ -14,7 +14,7 @@
  *
  * It accepts exactly what the numpy path accepts and nothing more: on any doubt it reports
  * failure and the caller runs the numpy path, which raises the precise, located error. So the
- * error messages live in one place (decoder.py) and this file only has to be strict.
+ * error messages live in one place (record/decoder/) and this file only has to be strict.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -151,7 +151,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_decode",
-    "The v2 record decoder's sequential walk in C (optional; decoder.py has the numpy path).",
+    "The v2 record decoder's sequential walk in C (optional; record/decoder/walk.py has the numpy path).",
     -1,
     methods, NULL, NULL, NULL, NULL,
 };

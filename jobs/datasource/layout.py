@@ -18,7 +18,8 @@ import numpy as np
 
 from jobs.datasource.options import Subscription, TopicPartition
 from kafkalog_core.errors import LogDirError
-from kafkalog_core.log.cleaner_audit import read_log_start_checkpoint, scan_partition
+from kafkalog_core.log.checkpoints import read_log_start_checkpoint
+from kafkalog_core.log.cleaner_audit import scan_partition
 from kafkalog_core.log.names import (
     offset_from_file_name,
     parse_partition_dir_name,

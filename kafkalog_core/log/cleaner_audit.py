@@ -22,12 +22,9 @@ import pyarrow as pa
 
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import CorruptRecordError
-from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.log.checkpoints import TopicPartition
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import (
-    CLEANER_OFFSET_CHECKPOINT_FILE,
-    LOG_START_OFFSET_CHECKPOINT_FILE,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
     log_file_name,
     offset_from_file_name,
     segment_log_files,
@@ -53,49 +50,15 @@ __all__ = [
     "bytes_freed",
     "freed_from_batches",
     "partition_cleaning_state",
-    "read_cleaner_checkpoint",
-    "read_high_watermarks",
-    "read_log_start_checkpoint",
-    "read_offset_checkpoint",
     "scan_partition",
     "verdict",
 ]
-
-TopicPartition = tuple[str, int]
 
 # what ends the cleanable range (CleaningState.uncleanable_bound)
 BOUND_ACTIVE_SEGMENT = "active segment"
 BOUND_OPEN_TRANSACTION = "open transaction"  # the last stable offset, below the high watermark
 BOUND_HIGH_WATERMARK = "high watermark"
 BOUND_MIN_COMPACTION_LAG = "min.compaction.lag.ms"
-
-
-# ---------------------------------------------------------------------------------------------
-# checkpoints of a log dir root
-# ---------------------------------------------------------------------------------------------
-
-
-def read_offset_checkpoint(
-    log_dir: str | os.PathLike[str], file_name: str
-) -> dict[TopicPartition, int]:
-    """One offset checkpoint of a log dir root as {(topic, partition): offset}; {} if absent."""
-    checkpoint = OffsetCheckpointFile(Path(log_dir) / file_name)
-    return checkpoint.read() if checkpoint.exists() else {}
-
-
-def read_cleaner_checkpoint(log_dir: str | os.PathLike[str]) -> dict[TopicPartition, int]:
-    """`cleaner-offset-checkpoint`: the first dirty offset of every partition cleaned before."""
-    return read_offset_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT_FILE)
-
-
-def read_log_start_checkpoint(log_dir: str | os.PathLike[str]) -> dict[TopicPartition, int]:
-    """`log-start-offset-checkpoint` (a log start above the first segment's base offset)."""
-    return read_offset_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT_FILE)
-
-
-def read_high_watermarks(log_dir: str | os.PathLike[str]) -> dict[TopicPartition, int]:
-    """`replication-offset-checkpoint`: the high watermark, which bounds the last stable offset."""
-    return read_offset_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT_FILE)
 
 
 # ---------------------------------------------------------------------------------------------

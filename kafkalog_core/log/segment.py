@@ -5,6 +5,12 @@ entries at roll, close and recovery (§3.5), the same lookups (§3.6) and roll c
 A segment we wrote and a segment rebuilt by `recover()` have byte-identical indexes as long as
 every append was one batch (the producer path; `append_batches` appends batch by batch).
 
+This module holds the segment's files and state: open/create, roll, truncation,
+flush/close/rename/delete. Its other jobs are base classes of `LogSegment`, so every method is
+still called on the segment: appends in segment_append.py, the read side (header walks,
+lookups, `read`) in segment_reads.py, recovery and the load-time index checks in
+segment_recovery.py.
+
 Writes go through a buffered handle; reads `pread` the file after pushing that buffer out, so
 a reader always sees every appended byte. Recovery walks batch headers over a few large reads,
 CRC-32C-checks every batch on memoryviews and parses no records except control batches: it
@@ -18,41 +24,50 @@ import os
 import random
 import struct
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from kafkalog_core.errors import (
-    CorruptIndexError,
-    CorruptRecordError,
     KafkaLogError,
-    LogSegmentOffsetOverflowError,
 )
 from kafkalog_core.log.offset_index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex
+from kafkalog_core.log.segment_append import SegmentAppends
+from kafkalog_core.log.segment_reads import (
+    FetchDataInfo,
+    LogOffsetPosition,
+    SegmentReads,
+    TimestampAndOffset,
+)
+from kafkalog_core.log.segment_recovery import SegmentRecovery
 from kafkalog_core.log.segment_scan import (
     DEFAULT_INDEX_INTERVAL_BYTES,
-    INT32_MAX,
-    NO_TIMESTAMP,
-    header_at,
-    index_entries_for_appends,
-    scan_segment,
 )
 from kafkalog_core.log.time_index import TimeIndex
 from kafkalog_core.log.txn_index import TransactionIndex
 from kafkalog_core.log.writeback import start_writeback
-from kafkalog_core.record.batch import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LEGACY_RECORD_OVERHEAD_V0,
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-)
 
 if TYPE_CHECKING:
-    from kafkalog_core.record.encoder import EncodedBatches
+    pass
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "LONG_MAX",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "FetchDataInfo",
+    "LogOffsetPosition",
+    "LogSegment",
+    "RollParams",
+    "TimestampAndOffset",
+    "now_ms",
+    "random_segment_jitter",
+    "segment_file_name",
+]
 
 LONG_MAX = 2**63 - 1
 
@@ -77,37 +92,8 @@ def now_ms() -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# small value types
+# roll inputs
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """What `read` returns: the requested offset, where the returned bytes start, and the bytes."""
-
-    start_offset: int
-    segment_base_offset: int
-    position: int
-    records: bytes
-    first_entry_incomplete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LogOffsetPosition:
-    """translateOffset's answer: the first batch whose last offset is >= the target."""
-
-    offset: int  # the batch's last offset
-    position: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """A ListOffsets answer: a record timestamp, its offset and the batch's leader epoch."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +113,7 @@ class RollParams:
 # ---------------------------------------------------------------------------------------------
 
 
-class LogSegment:
+class LogSegment(SegmentAppends, SegmentReads, SegmentRecovery):
     """A `.log` file plus its indexes, named by the base offset (Kafka's LogSegment).
 
     Build with `LogSegment.open(dir, base_offset, ...)`. All offsets are absolute. Timestamps are
@@ -306,235 +292,6 @@ class LogSegment:
         self._load_first_batch_timestamp()
         return LONG_MAX if self._rolling_based_timestamp is None else self._rolling_based_timestamp
 
-    # ---- append --------------------------------------------------------------------------------
-    def _check_offset_in_range(self, offset: int) -> None:
-        relative = offset - self.base_offset
-        if relative < 0 or relative > INT32_MAX:
-            raise LogSegmentOffsetOverflowError(
-                f"Detected offset overflow at offset {offset} in segment {self.log_path}: "
-                f"relative offset {relative} to base offset {self.base_offset} does not fit "
-                f"0..{INT32_MAX}"
-            )
-
-    def can_convert_to_relative_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT32_MAX
-
-    def _write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._preallocated:
-            # a preallocated file has zeros after the batches: write in place
-            fh = self._handle()
-            fh.seek(self._size)
-        self._handle().write(data)
-        self._dirty = True
-        self._needs_fsync = True
-
-    def append(
-        self,
-        largest_offset: int,
-        largest_timestamp: int,
-        shallow_offset_of_max_timestamp: int,
-        records: bytes | bytearray | memoryview,
-    ) -> None:
-        """One append of whole batches, with Kafka's index rule (§3.3)."""
-        n = len(records)
-        if n == 0:
-            return
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
-        self._check_offset_in_range(largest_offset)
-        self._write(records)
-        self._size += n
-        max_ts, _ = self._max_ts()
-        if largest_timestamp > max_ts:
-            self._max_ts_and_offset = (largest_timestamp, shallow_offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            ts, off = self._max_ts_and_offset  # type: ignore[misc]
-            self.time_index.maybe_append(ts, off)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += n
-
-    def append_batches(
-        self, encoded: EncodedBatches, start: int = 0, stop: int | None = None
-    ) -> None:
-        """Append batches `[start, stop)` of `encoded`, each as its own append (producer path).
-
-        One write for all bytes; the index rule runs per batch on the numpy header arrays, so
-        the result equals calling `append` once per batch.
-        """
-        stop = len(encoded) if stop is None else stop
-        if stop <= start:
-            return
-        positions = encoded.positions
-        sizes = encoded.sizes
-        first_pos = int(positions[start])
-        end_pos = int(positions[stop - 1]) + int(sizes[stop - 1])
-        last_offsets = encoded.last_offsets[start:stop]
-        max_timestamps = encoded.max_timestamps[start:stop]
-        batch_sizes = sizes[start:stop]
-        self._check_offset_in_range(int(last_offsets[-1]))
-        self._check_offset_in_range(int(encoded.base_offsets[start]))
-        if self._size == 0:
-            self._rolling_based_timestamp = int(max_timestamps[0])
-        self._write(memoryview(encoded.buffer)[first_pos:end_pos])
-        max_ts, max_off = self._max_ts()
-        # the segment's (max timestamp, its offset) after each batch: a running max that keeps
-        # the first offset reaching it, as `append` does batch by batch
-        before = np.maximum.accumulate(np.concatenate(([max_ts], max_timestamps)))
-        raised = max_timestamps > before[:-1]
-        owner = np.maximum.accumulate(np.where(raised, np.arange(raised.shape[0]), -1))
-        running_off = np.where(owner >= 0, last_offsets[np.maximum(owner, 0)], max_off)
-        entries, since = index_entries_for_appends(
-            batch_sizes, self._bytes_since_last_index_entry, self.index_interval_bytes
-        )
-        positions_in = self._size + np.concatenate(([0], np.cumsum(batch_sizes[:-1])))
-        if entries.size:
-            self.offset_index.append_many(last_offsets[entries], positions_in[entries])
-            self.time_index.maybe_append_many(before[1:][entries], running_off[entries])
-        self._bytes_since_last_index_entry = since
-        self._max_ts_and_offset = (int(before[-1]), int(running_off[-1]))
-        self._size = end_pos - first_pos + self._size
-
-    # ---- header walking --------------------------------------------------------------------------
-    def _headers_from(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
-        """Batch headers from `position` with FileLogInputStream semantics (§1.8), file positions."""
-        limit = self._size if end is None else min(end, self._size)
-        while position < limit - HEADER_SIZE_UP_TO_MAGIC:
-            head = self._pread(position, RECORD_BATCH_OVERHEAD)
-            length = _I32.unpack_from(head, 8)[0]
-            if length < LEGACY_RECORD_OVERHEAD_V0:
-                raise CorruptRecordError(
-                    f"{self.log_path}: batch at position {position}: record size {length} is "
-                    f"smaller than the minimum record overhead ({LEGACY_RECORD_OVERHEAD_V0})"
-                )
-            if position > limit - LOG_OVERHEAD - length:
-                return
-            yield header_at(head, 0, position, self.log_path)
-            position += length + LOG_OVERHEAD
-
-    def batches(self, start_position: int = 0) -> Iterator[BatchHeader]:
-        """Headers of every batch from `start_position` (no CRC check)."""
-        return self._headers_from(start_position)
-
-    def read_batch_bytes(self, header: BatchHeader) -> bytes:
-        return self._pread(header.position, header.size)
-
-    # ---- lookups ---------------------------------------------------------------------------------
-    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
-        """The first batch at or after the index hint whose last offset is >= `offset` (§3.6)."""
-        hint = self.offset_index.lookup(offset)
-        start = max(hint.position, starting_position)
-        for header in self._headers_from(start):
-            if header.last_offset >= offset:
-                return LogOffsetPosition(header.last_offset, header.position, header.size)
-        return None
-
-    def read(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: int | None = None,
-        min_one_message: bool = False,
-    ) -> FetchDataInfo | None:
-        """Kafka's LogSegment.read: bytes from the batch holding `start_offset`, at most max_size."""
-        if max_size < 0:
-            raise ValueError(
-                f"Invalid max size {max_size} for log read from segment {self.log_path}"
-            )
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
-            return None
-        max_position = self._size if max_position is None else max_position
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
-        if adjusted == 0:
-            return FetchDataInfo(start_offset, self.base_offset, mapping.position, b"")
-        fetch_size = min(max_position - mapping.position, adjusted)
-        data = self._pread(mapping.position, max(0, fetch_size))
-        return FetchDataInfo(
-            start_offset, self.base_offset, mapping.position, data, adjusted < mapping.size
-        )
-
-    def read_next_offset(self) -> int:
-        """Next offset after the last batch (scans from the last offset-index entry)."""
-        start = self.offset_index.lookup(self.offset_index.last_offset).position
-        next_offset = self.base_offset
-        found = False
-        for header in self._headers_from(start):
-            next_offset = header.next_offset
-            found = True
-        if not found and start > 0:  # the index pointed past the data: scan everything
-            for header in self._headers_from(0):
-                next_offset = header.next_offset
-        return next_offset
-
-    def find_offset_by_timestamp(
-        self, timestamp: int, start_offset: int | None = None
-    ) -> TimestampAndOffset | None:
-        """First record with ts >= `timestamp` and offset >= `start_offset` in this segment (§3.6)."""
-        start_offset = self.base_offset if start_offset is None else start_offset
-        entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(entry.offset, start_offset)).position
-        from kafkalog_core.record.decoder import RecordBatch
-
-        for header in self._headers_from(position):
-            if header.max_timestamp < timestamp:
-                continue
-            data = self._pread(header.position, header.size)
-            table = RecordBatch(data, replace(header, position=0)).records()
-            ts = table.column("timestamp").to_numpy(zero_copy_only=False)
-            offsets = table.column("offset").to_numpy(zero_copy_only=False)
-            hits = np.flatnonzero((ts >= timestamp) & (offsets >= start_offset))
-            if len(hits):
-                i = int(hits[0])
-                epoch = header.partition_leader_epoch
-                return TimestampAndOffset(
-                    int(ts[i]), int(offsets[i]), epoch if epoch >= 0 else None
-                )
-        return None
-
-    def find_max_timestamp_record(self) -> TimestampAndOffset | None:
-        """The first record carrying this segment's max timestamp (ListOffsets MAX_TIMESTAMP)."""
-        max_ts, shallow = self._max_ts()
-        if max_ts < 0 and self._size == 0:
-            return None
-        position = self.offset_index.lookup(shallow).position
-        from kafkalog_core.record.decoder import RecordBatch
-
-        for start in (position, 0):
-            for header in self._headers_from(start):
-                if header.max_timestamp != max_ts:
-                    continue
-                data = self._pread(header.position, header.size)
-                table = RecordBatch(data, replace(header, position=0)).records()
-                ts = table.column("timestamp").to_numpy(zero_copy_only=False)
-                hits = np.flatnonzero(ts == max_ts)
-                if len(hits):
-                    i = int(hits[0])
-                    epoch = header.partition_leader_epoch
-                    return TimestampAndOffset(
-                        max_ts,
-                        int(table.column("offset")[i].as_py()),
-                        epoch if epoch >= 0 else None,
-                    )
-        return None
-
-    def _largest_timestamp_after(self, position: int) -> tuple[int, int]:
-        max_ts, off = NO_TIMESTAMP, -1
-        for header in self._headers_from(position):
-            if header.max_timestamp > max_ts:
-                max_ts, off = header.max_timestamp, header.last_offset
-        return max_ts, off
-
-    def _load_largest_timestamp(self) -> None:
-        """maxTimestampSoFar after truncation: time index last entry, then scan past it."""
-        last = self.time_index.last_entry
-        self._max_ts_and_offset = (last.timestamp, last.offset)
-        position = self.offset_index.lookup(last.offset).position
-        ts, off = self._largest_timestamp_after(position)
-        if ts > last.timestamp:
-            self._max_ts_and_offset = (ts, off)
-
     # ---- roll --------------------------------------------------------------------------------------
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         self._load_first_batch_timestamp()
@@ -613,115 +370,6 @@ class LogSegment:
         self._preallocated = False
         self._needs_fsync = True
         return original - target
-
-    # ---- recovery --------------------------------------------------------------------------------
-    def recover(self, producer_state: Any = None, leader_epoch_cache: Any = None) -> int:
-        """Rebuild indexes from the .log, cut the first invalid batch and all after it (§3.5).
-
-        `producer_state` may be a `TxnTracker` (default: a fresh one), a
-        `ProducerStateManager` (its `update(header, control_type)`), or any object with
-        `on_batch(header, control_type) -> AbortedTxn | None`. `leader_epoch_cache` needs
-        `latest_epoch` and `assign(epoch, start_offset)`. Returns the bytes truncated.
-        """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
-        fh = self._handle()
-        if self._dirty:
-            fh.flush()
-            self._dirty = False
-        scan = scan_segment(
-            self.log_path,
-            fd=fh.fileno(),
-            size=self._size,
-            base_offset=self.base_offset,
-            index_interval_bytes=self.index_interval_bytes,
-            producer_state=producer_state,
-            leader_epoch_cache=leader_epoch_cache,
-        )
-        for aborted in scan.aborted_txns:
-            self.txn_index.append(aborted)
-        truncated = scan.truncated_bytes
-        if truncated:
-            self._truncate_log(scan.valid_bytes)
-        self.offset_index.append_many(scan.index_offsets, scan.index_positions)
-        if len(scan.walk_timestamps):
-            self.time_index.maybe_append_many(scan.walk_timestamps, scan.walk_offsets)
-        self.offset_index.trim_to_valid_size()
-        max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
-        self._max_ts_and_offset = max_ts
-        self.time_index.maybe_append(max_ts[0], max_ts[1], skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        self._bytes_since_last_index_entry = 0
-        self._rolling_based_timestamp = None
-        self._needs_fsync = True
-        return truncated
-
-    # ---- verification ------------------------------------------------------------------------------
-    def indexes_look_valid(self) -> str | None:
-        """Why this segment's .index/.timeindex cannot be trusted, or None.
-
-        Stronger than Kafka ≥ 2.3 (which trusts them): Kafka's sanity checks, plus strictly
-        increasing offsets (catches crash-left zero padding), positions inside the .log and
-        offsets not past the last batch (catches an index longer than its log).
-        """
-        try:
-            self.offset_index.sanity_check()
-            self.time_index.sanity_check()
-        except CorruptIndexError as e:
-            return str(e)
-        off, pos = self.offset_index.entries_array()
-        if len(off):
-            if np.any(np.diff(off) <= 0) or np.any(np.diff(pos) <= 0):
-                return f"{self.offset_index.path}: entries not strictly increasing (zero padding?)"
-            if int(pos[-1]) >= self._size or int(pos[0]) < 0:
-                return f"{self.offset_index.path}: position {int(pos[-1])} beyond the .log size {self._size}"
-            header = next(self._headers_from(int(pos[-1])), None)
-            if (
-                header is None
-                or header.position != int(pos[-1])
-                or header.last_offset < int(off[-1])
-            ):
-                return f"{self.offset_index.path}: last entry does not point at its batch"
-        ts, toff = self.time_index.entries_array()
-        if len(ts):
-            if np.any(np.diff(ts) <= 0) or np.any(np.diff(toff) < 0):
-                return f"{self.time_index.path}: entries not increasing (zero padding?)"
-            if int(toff[0]) < self.base_offset:
-                return f"{self.time_index.path}: offset below the base offset"
-        if len(ts) or len(off):
-            next_offset = self.read_next_offset()
-            if (len(off) and int(off[-1]) >= next_offset) or (
-                len(ts) and int(toff[-1]) >= next_offset
-            ):
-                return (
-                    f"index of {self.log_path} refers to offsets at or past the end {next_offset}"
-                )
-        return None
-
-    def distrust_indexes(self) -> None:
-        """For readers that must not write: forget the .index/.timeindex entries in memory, so
-        lookups scan the .log from its start and the max timestamp comes from a header walk."""
-        self.offset_index.forget_entries()
-        self.time_index.forget_entries()
-        self._max_ts_and_offset = self._largest_timestamp_after(0)
-
-    def sanity_check(self, time_index_newly_created: bool | None = None) -> None:
-        """Kafka's load-time check: a missing .index is an error; a missing .timeindex is created
-        empty; the txn index is checked. Raises FileNotFoundError / CorruptIndexError."""
-        newly = (
-            self.time_index_newly_created
-            if time_index_newly_created is None
-            else time_index_newly_created
-        )
-        if not self.offset_index.path.exists():
-            raise FileNotFoundError(
-                f"{self.offset_index.path} (offset index of {self.log_path}) does not exist"
-            )
-        if newly:
-            self.time_index.resize(0)
-            self.time_index.flush(sync=False)
-        self.txn_index.sanity_check()
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def flush(self, fsync: bool = False) -> None:

@@ -17,13 +17,15 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.checkpoints import OffsetCheckpointFile
-from kafkalog_core.log.cleaner_audit import (
-    bytes_freed,
-    partition_cleaning_state,
+from kafkalog_core.log.checkpoints import (
+    OffsetCheckpointFile,
     read_cleaner_checkpoint,
     read_high_watermarks,
     read_log_start_checkpoint,
+)
+from kafkalog_core.log.cleaner_audit import (
+    bytes_freed,
+    partition_cleaning_state,
     verdict,
 )
 from kafkalog_core.log.cleaner_facts import (

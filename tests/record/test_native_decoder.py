@@ -1,6 +1,6 @@
 """The C record walk (`kafkalog_core._native_decode`) decodes exactly what the numpy walk does.
 
-The numpy walk in decoder.py is the reference (held to kafka-python and real broker bytes
+The numpy walk in decoder/walk.py is the reference (held to kafka-python and real broker bytes
 elsewhere). Every case here decodes twice, with and without the C walk, and compares the
 tables, or the error message when the bytes are malformed: the C walk must accept exactly what
 the numpy walk accepts, and a refusal must end in the numpy walk's located error.
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from kafkalog_core import native as kafkalog_native
 from kafkalog_core.errors import CorruptRecordError
-from kafkalog_core.record import decoder
 from kafkalog_core.record.decoder import decode_records
+from kafkalog_core.record.decoder import walk as decoder_walk
 from kafkalog_core.record.varint import encode_varint
 from tests.conftest import FIXTURES
 from tests.record.test_corrupt_input import _SEEDS
@@ -46,7 +46,7 @@ def _both(monkeypatch, data: bytes, **kwargs) -> tuple[object, object]:
 
     ours = attempt()
     with monkeypatch.context() as m:
-        m.setattr(decoder, "decode_module", None)
+        m.setattr(decoder_walk, "decode_module", None)
         reference = attempt()
     return ours, reference
 
@@ -84,7 +84,7 @@ def test_the_c_walk_is_what_runs(monkeypatch) -> None:
             calls.append(1)
             return real(*args)
 
-    monkeypatch.setattr(decoder, "decode_module", Spy)
+    monkeypatch.setattr(decoder_walk, "decode_module", Spy)
     records = b"".join(raw_record(i, i, key=b"k%d" % i, value=b"v" * i) for i in range(40))
     table = decode_records(make_batch(records, 40))
     assert calls and table.num_rows == 40
