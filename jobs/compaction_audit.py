@@ -184,7 +184,7 @@ def run(
     )
     if not all_topics:
         refs = [r for r in refs if configs[r.topic].config.compact]
-    with maintenance_lock(root, run_id):
+    with maintenance_lock(root, run_id, read_only=True, out=out):
         options = AuditOptions(str(root), now_ms, _checkpoints(root, refs))
         units = [_unit(r, configs[r.topic]) for r in refs]
         states = {

@@ -166,7 +166,7 @@ def run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
     options = IndexJobOptions(str(setup.root), mode, rebuild_all)
-    with maintenance_lock(setup.root, setup.run_id):
+    with maintenance_lock(setup.root, setup.run_id, read_only=mode == "verify", out=out):
         units = [
             r.unit(index_interval_bytes=setup.configs[r.topic].config.index_interval_bytes)
             for r in setup.refs

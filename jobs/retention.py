@@ -174,7 +174,7 @@ def run(
         setup.configs,
     )
     options = RetentionOptions(str(root), now_ms, apply)
-    with maintenance_lock(root, run_id):
+    with maintenance_lock(root, run_id, read_only=not apply, out=out):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
         high_watermarks = read_high_watermarks(root)

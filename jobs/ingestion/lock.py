@@ -6,6 +6,10 @@ a refused run can say who holds it. One case survives a crash: a child that inhe
 descriptor (a forked worker) keeps the flock alive after the run died. If the recorded owner is
 on this host and its pid is gone (or reused: we also record the process start time), the lock
 file is replaced under a small takeover lock, and the new file is locked instead.
+
+Read-only runs (index verify, the compaction audit, a retention dry run) take `ReadLock`, a
+shared flock on the same file: any number of them at once, never together with a run that
+writes.
 """
 
 from __future__ import annotations
@@ -161,7 +165,8 @@ class RunLock:
     def _locked_message(self, owner: dict[str, Any] | None) -> str:
         if owner is None:
             return (
-                f"output root {self.output_root} is locked by another run (lock file {self.path})"
+                f"output root {self.output_root} is in use by another run: a read-only run "
+                f"(verify, audit, dry run) or one that records no owner (lock file {self.path})"
             )
         return (
             f"output root {self.output_root} is locked by run {owner.get('run_id')} "
@@ -191,6 +196,80 @@ class RunLock:
         finally:
             fcntl.flock(guard, fcntl.LOCK_UN)
             os.close(guard)
+
+
+class ReadLock(RunLock):
+    """A shared hold on an output root for a run that changes nothing in it.
+
+    Readers record no owner (the file's owner info stays the writers'), but they clear what a
+    writer that died left behind: holding the shared flock proves no writer runs, and stale info
+    would let the next writer judge the lock orphaned and replace the file under the readers.
+    A root whose meta area cannot be written or even opened (a read-only mount of a broker's
+    log dir) is read unlocked, and `unlocked_because` says why, for the summary.
+    """
+
+    unlocked_because: str | None = None
+
+    def acquire(self) -> ReadLock:
+        if self._fd is not None:
+            raise IngestError(f"run {self.run_id} already holds the lock of {self.output_root}")
+        for _ in range(5):
+            fd = self._open()
+            if fd is None:
+                return self
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as e:
+                owner = _read_fd_owner(fd)
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                raise RunLockedError(self._locked_message(owner)) from None
+            if self._settle(fd):
+                self._fd = fd
+                return self
+            os.close(fd)  # a writer replaced the file meanwhile: look again
+        raise RunLockedError(f"output root {self.output_root}: could not take the lock {self.path}")
+
+    def _open(self) -> int | None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            why = e.strerror
+        try:
+            return os.open(self.path, os.O_RDONLY)
+        except OSError:
+            self.unlocked_because = f"{self.path.parent} cannot be written ({why})"
+            return None
+
+    def _settle(self, fd: int) -> bool:
+        """Under the guard: is `fd` still the live lock file? Then drop a dead writer's info."""
+        writable = _writable(fd)  # else the meta area is read-only: no writer can run either
+        with self._guard() if writable else contextlib.nullcontext():
+            try:
+                if os.fstat(fd).st_ino != os.stat(self.path).st_ino:
+                    return False
+            except FileNotFoundError:
+                return False
+            if writable and _read_fd_owner(fd) is not None:
+                os.ftruncate(fd, 0)
+        return True
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _writable(fd: int) -> bool:
+    return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
 
 
 def _is_dead_local_owner(owner: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ not read serially on the driver. Units are dealt to tasks by weight (bytes), lar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.ingestion.commit import default_run_id
-from jobs.ingestion.lock import RunLock
+from jobs.ingestion.lock import ReadLock, RunLock
 from jobs.ingestion.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
@@ -275,9 +276,22 @@ def new_run_id(job: str) -> str:
     return f"{job}-{default_run_id()}"
 
 
-def maintenance_lock(log_dir: str | os.PathLike[str], run_id: str) -> RunLock:
-    """The ingest job's run lock of `log_dir`: ingest and maintenance runs never overlap."""
-    return RunLock(Path(log_dir).absolute(), run_id)
+@contextlib.contextmanager
+def maintenance_lock(
+    log_dir: str | os.PathLike[str],
+    run_id: str,
+    *,
+    read_only: bool = False,
+    out: Callable[[str], None] = print,
+) -> Iterator[RunLock]:
+    """The ingest job's run lock of `log_dir`, held for the block: a run that writes never
+    overlaps another run; read-only runs (`read_only`) share it among themselves, and on a
+    log dir whose meta area cannot be written they run unlocked with a warning."""
+    lock = (ReadLock if read_only else RunLock)(Path(log_dir).absolute(), run_id)
+    with lock:
+        if isinstance(lock, ReadLock) and lock.unlocked_because:
+            out(f"kafkalog: warning: running without the run lock: {lock.unlocked_because}")
+        yield lock
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingestion.lock import RunLock, RunLockedError, pid_alive
+from jobs.ingestion.lock import ReadLock, RunLock, RunLockedError, pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,3 +130,60 @@ def test_pid_alive_detects_pid_reuse() -> None:
     assert pid_alive(os.getpid())
     assert not pid_alive(os.getpid(), start_ticks=-5)
     assert not pid_alive(_dead_pid())
+
+
+def test_read_locks_share_the_root_and_exclude_writers_both_ways(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    with ReadLock(root, "verify-1") as first, ReadLock(root, "audit-1") as second:
+        assert first.held and second.held and first.unlocked_because is None
+        with pytest.raises(RunLockedError, match="in use by another run: a read-only run"):
+            RunLock(root, "ingest-1").acquire()
+    with RunLock(root, "ingest-2"), pytest.raises(RunLockedError, match="locked by run ingest-2"):
+        ReadLock(root, "verify-2").acquire()
+    with RunLock(root, "ingest-3") as writer:  # released by the readers: writers get it again
+        assert writer.took_over is None
+
+
+def test_a_reader_clears_a_dead_writers_info_so_no_writer_replaces_the_file_under_it(
+    tmp_path: Path,
+) -> None:
+    """Stale owner info of a dead writer would let the next writer judge the readers' flock an
+    orphan's and unlink the file they hold."""
+    root = tmp_path / "logs"
+    dead = {"run_id": "ingest-dead", "host": socket.gethostname(), "pid": _dead_pid()}
+    lock = RunLock(root, "probe")
+    lock.path.parent.mkdir(parents=True)
+    lock.path.write_text(json.dumps(dead))
+    with ReadLock(root, "verify-1") as reader:
+        assert reader.owner() is None
+        inode = os.stat(reader.path).st_ino
+        with pytest.raises(RunLockedError, match="in use by another run"):
+            RunLock(root, "ingest-2").acquire()
+        assert os.stat(reader.path).st_ino == inode
+
+
+def test_a_read_only_meta_area_is_read_unlocked_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker's log dir on a read-only mount: no lock file can be made (simulated, since
+    root ignores permissions): the reader runs unlocked and says why."""
+    import errno
+
+    import jobs.ingestion.lock as lock_module
+
+    real_open = os.open
+
+    def read_only_fs(path, flags, *args):
+        if flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(lock_module.os, "open", read_only_fs)
+    monkeypatch.setattr(Path, "mkdir", lambda *a, **k: None)
+    with ReadLock(tmp_path / "logs", "verify-1") as reader:
+        assert not reader.held
+        assert reader.unlocked_because == (
+            f"{reader.path.parent} cannot be written (Read-only file system)"
+        )
+    with pytest.raises(OSError, match="Read-only"):
+        RunLock(tmp_path / "logs", "ingest-1").acquire()  # a writer never runs unlocked

@@ -92,10 +92,20 @@ def test_parse_now() -> None:
 def test_maintenance_and_ingest_share_the_lock(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     root.mkdir()
-    with RunLock(root, "ingest-1"), pytest.raises(RunLockedError, match="ingest-1"):
-        maintenance_lock(root, "retention-1").acquire()
+    for read_only in (False, True):
+        with (
+            RunLock(root, "ingest-1"),
+            pytest.raises(RunLockedError, match="ingest-1"),
+            maintenance_lock(root, "retention-1", read_only=read_only),
+        ):
+            pass
     with maintenance_lock(root, "retention-2"), pytest.raises(RunLockedError, match="retention-2"):
         RunLock(root, "ingest-2").acquire()
+    with maintenance_lock(root, "verify-1", read_only=True):
+        with pytest.raises(RunLockedError, match="in use by another run: a read-only run"):
+            RunLock(root, "ingest-3").acquire()
+        with maintenance_lock(root, "audit-1", read_only=True) as second:
+            assert second.held  # read-only runs share it
 
 
 def test_topic_configs_from_file_and_defaults(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""format("kafkalog") on a cluster: read a log dir, write its records to another, read them back.
+"""Maintenance and format("kafkalog") on a cluster, in one submit (each submit costs a driver
+JVM and two executors): verify a log dir's indexes, read the log dir, write its records to
+another, read them back.
 
-datasource_job.py SOURCE_ROOT TOPIC COPY_ROOT    prints `DATASOURCE {json}`
+cluster_job.py SOURCE_ROOT TOPIC COPY_ROOT    prints the verify summary, then `DATASOURCE {json}`
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import hashlib
 import json
 import sys
 
+from jobs import rebuild_index
 from jobs.spark.session import get_or_create_session
 
 
@@ -20,7 +23,8 @@ def digest(rows) -> str:
 
 if __name__ == "__main__":
     source, topic, copy = sys.argv[1:4]
-    spark = get_or_create_session("kafkalog-datasource")
+    spark = get_or_create_session("kafkalog-cluster-job")
+    rebuild_index.run(spark, source)  # verify, read-only: prints its summary
     records = spark.read.format("kafkalog").option("subscribe", topic).load(source)
     original = records.select("key", "value").collect()
     (
