@@ -69,6 +69,7 @@ from jobs.ingestion.mapping import (
     map_records_with_rejects,
 )
 from jobs.ingestion.planner import OffsetPlan, OnePassPlan, plan_offsets
+from jobs.ingestion.relayout import relayout, spark_runner
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
@@ -438,6 +439,8 @@ def run(
                     )
                     topics = {m.topic for m in manifests}
                     lap("place")
+                manifests, relaid = relayout(manifests, settings, spark_runner(spark, settings))
+                lap("relayout")
                 if rejects is not None:
                     rejected = _write_rejects(rejects, config.reject_path, run_id)
         except KafkaLogError:
@@ -468,6 +471,7 @@ def run(
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
     summary += f"\n  written in the {mode} write mode, rows read by {reader}{_c_loops(manifests)}"
+    summary += f"\n  {relaid.describe()}"
     summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
     out(summary)
     if rejected:
