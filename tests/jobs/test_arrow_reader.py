@@ -79,7 +79,7 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     records, partitions and checks either way; each reader's offsets follow its order."""
     arrow = _run(spark, _doc(source["path"], tmp_path / "a" / "logs", "arrow"))
     spark_doc = _doc(source["path"], tmp_path / "s" / "logs", "spark")
-    spark_doc["output"]["write_mode"] = "direct"  # (auto: range for Spark's many tiny splits)
+    spark_doc["output"]["write_mode"] = "direct"
     plain = _run(spark, spark_doc)
     assert (arrow.task_reader, arrow.write_mode) == ("arrow", "direct")
     loops = "C loops in every write task" if native.module else "no C loops in the write tasks"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest import DIRECT_MAX_SPLITS, choose_write_mode, run, write_mode_choice
+from jobs.ingest import choose_write_mode, run, write_mode_choice
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.history import IngestHistory
 from kafkalog_core.errors import ConfigError, KafkaLogError
@@ -112,16 +112,12 @@ def _plain_config(tmp_path: Path, mode: str = "auto", **doc_changes) -> IngestCo
 
 
 def test_auto_says_why_it_takes_each_path(tmp_path):
-    """No silent cliff: the summary prints the reason, the split count above all."""
+    """No silent cliff: the summary prints the reason; no split count limit (the relayout)."""
     config = _plain_config(tmp_path)
-    assert write_mode_choice(config, None, DIRECT_MAX_SPLITS + 1) == (
-        "range",
-        f"auto: {DIRECT_MAX_SPLITS + 1} input splits, more than the direct mode's "
-        f"{DIRECT_MAX_SPLITS} (it writes at least one segment per split and partition)",
-    )
-    assert write_mode_choice(config, None, 3) == (
+    assert write_mode_choice(config, None, 500) == (
         "direct",
-        "auto: source order, 3 input splits and 3 partitions (no shuffle)",
+        "auto: source order, 500 input splits and 3 partitions (no shuffle; the splits' shares "
+        "laid out as one writer afterwards, so any split count)",
     )
     ordered = _plain_config(tmp_path, ordering=["event_time"])
     assert (
@@ -132,11 +128,10 @@ def test_auto_says_why_it_takes_each_path(tmp_path):
     assert "1000 partitions, more than the direct mode's 256" in write_mode_choice(many, None, 1)[1]
 
 
-def test_auto_picks_direct_only_for_source_order_few_splits_and_known_partitions(tmp_path):
+def test_auto_picks_direct_only_for_source_order_and_known_partitions(tmp_path):
     config = _plain_config(tmp_path)
     assert choose_write_mode(config, None, 1) == "direct"
-    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS) == "direct"
-    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS + 1) == "range"
+    assert choose_write_mode(config, None, 10_000) == "direct"
     assert choose_write_mode(config, 4, 1) == "range"  # a task count asks for the range mode
     ordered = _plain_config(tmp_path, ordering=["event_time"])
     assert choose_write_mode(ordered, None, 1) == "range"
