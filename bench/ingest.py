@@ -20,7 +20,8 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   sort). This includes everything a real run does: mapping + per-row
   checks, the counting pass (direct and arrow; the range mode writes in one pass and places the
   ranges it staged provisionally), the write pass (encode, PartitionLog, fsync, CRC-32C
-  manifests) and the atomic publish.
+  manifests), the relayout of partitions staged in several shares (one Spark task each: the
+  shares laid out as one writer) and the atomic publish.
 
 Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size) and
 the ratio ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
@@ -351,6 +352,8 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     """What an ingest stage does, from its shape (callsite line numbers move with edits)."""
     if "ingest" not in group:
         return "read + write parquet" if s["tasks"] > 1 else "file listing / schema"
+    if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout.py (its callsite)
+        return "relayout: shares as one writer"
     if "arrow" in group:  # the tasks read the files: no rows flow through the JVM
         return "write pass: pyarrow read+write" if s["tasks"] > 1 else "count / small job"
     if "direct" in group:  # count job (read + map + small aggregate), then the write job

@@ -23,7 +23,10 @@ How a run goes (every step before "publish" touches only the run's staging area)
    pyarrow opens, plain-column mappings, direct mode) the tasks read the files themselves with
    pyarrow instead, and the counting pass reads only the partitioning columns.
 6. range: the driver places the staged ranges in task order (`commit.place_ranges`: an 8-byte
-   base-offset patch per batch, or a continuation of the published last segment).
+   base-offset patch per batch, or a continuation of the published last segment). Both modes:
+   a partition staged in several shares (splits, tasks) is laid out as one writer lays out the
+   same batches (`jobs.ingestion.relayout`, one Spark task per such partition), so its segment
+   count follows its bytes, not the split count.
 7. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
@@ -69,6 +72,7 @@ from jobs.ingestion.mapping import (
     map_records_with_rejects,
 )
 from jobs.ingestion.planner import OffsetPlan, OnePassPlan, plan_offsets
+from jobs.ingestion.relayout import relayout, spark_runner
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
@@ -92,10 +96,9 @@ LEADER_EPOCH = 0  # what a fresh topic's first leader stamps on every batch
 
 _MANIFEST_SCHEMA = "manifest string"
 
-# write_mode auto picks `direct` only up to these: each input split becomes a range (and so at
-# least one segment) of every partition it holds, and a direct task keeps one open log per
-# partition.
-DIRECT_MAX_SPLITS = 16
+# write_mode auto picks `direct` only up to this many partitions: a direct task keeps one open
+# log per partition. (No split count limit: the relayout lays a partition's shares out as one
+# writer, so its segment count follows its bytes, not the splits; see jobs.ingestion.relayout.)
 DIRECT_MAX_PARTITIONS = 256
 
 
@@ -136,9 +139,11 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
     prints the why, so no fall-back is silent.
 
     auto takes `direct` (no shuffle: about half the time of `range`) when the records keep the
-    source order, no task count was asked for, and the input has at most `DIRECT_MAX_SPLITS`
-    splits and the topics at most `DIRECT_MAX_PARTITIONS` partitions; otherwise `range`, whose
-    segment count does not grow with the input's split count.
+    source order, no task count was asked for and the topics have at most
+    `DIRECT_MAX_PARTITIONS` partitions; otherwise `range`. Any number of input splits: each
+    writes a share of every partition it holds, and the relayout lays those out as one writer
+    would, so the segment count does not grow with the splits (which was this choice's reason
+    to fall back to `range` above 16 splits before the relayout).
     """
     if config.write_mode == "range":
         return "range", "output.write_mode is range"
@@ -153,11 +158,6 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
         return "range", "auto: the ordering needs the range mode's sort"
     if tasks is not None:
         return "range", f"auto: --tasks {tasks} asks for the range mode"
-    if splits > DIRECT_MAX_SPLITS:
-        return "range", (
-            f"auto: {splits} input splits, more than the direct mode's {DIRECT_MAX_SPLITS} "
-            "(it writes at least one segment per split and partition)"
-        )
     partitions = _reachable_partitions(config)
     if partitions is None:
         return "range", "auto: topic_defaults reaches any number of partitions"
@@ -167,7 +167,8 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
             "(a direct task keeps a log open per partition)"
         )
     return "direct", (
-        f"auto: source order, {splits} input splits and {partitions} partitions (no shuffle)"
+        f"auto: source order, {splits} input splits and {partitions} partitions (no shuffle; "
+        "the splits' shares laid out as one writer afterwards, so any split count)"
     )
 
 
@@ -441,6 +442,8 @@ def run(
                     )
                     topics = {m.topic for m in manifests}
                     lap("place")
+                manifests, relaid = relayout(manifests, settings, spark_runner(spark, settings))
+                lap("relayout")
                 if rejects is not None:
                     rejected = _write_rejects(rejects, config.reject_path, run_id)
         except KafkaLogError:
@@ -471,6 +474,7 @@ def run(
     record = history.find_run(run_id)
     summary = format_summary(record) if record else f"run {run_id}: committed"
     summary += f"\n  written in the {mode} write mode, rows read by {reader}{_c_loops(manifests)}"
+    summary += f"\n  {relaid.describe()}"
     summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
     out(summary)
     if rejected:

@@ -147,27 +147,10 @@ class _RangeWriter:
 
     def _open_log(self) -> PartitionLog:
         a, s = self.assignment, self.settings
-        config = s.configs[a.topic]
-        self.directory.mkdir(parents=True)
-        continued = s.continue_segments.get((a.topic, a.partition))
-        if a.starts_partition and continued is not None:
-            # Copy-on-write: continue the published last segment inside staging.
-            copy_segment_for_continuation(
-                s.output_root, a.topic, a.partition, continued, self.directory
-            )
-            log = PartitionLog.open(
-                self.directory, config, had_clean_shutdown=True, leader_epoch=s.leader_epoch
-            )
-            if log.log_end_offset != a.first_offset:
-                log.close()
-                raise KafkaLogError(
-                    f"{a.topic}-{a.partition}: the published log ends at offset "
-                    f"{log.log_end_offset} but this run planned to start at {a.first_offset}"
-                )
-            self.replaces = continued
-            return log
-        return PartitionLog.create(
-            self.directory, config, base_offset=a.first_offset, leader_epoch=s.leader_epoch
+        continued = s.continue_segments.get((a.topic, a.partition)) if a.starts_partition else None
+        self.replaces = continued
+        return open_range_log(
+            s, a.topic, a.partition, a.first_offset, self.directory, continued=continued
         )
 
     def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
@@ -259,6 +242,37 @@ class _RangeWriter:
             provisional=a.provisional,
             native=self.native,
         )
+
+
+def open_range_log(
+    settings: WriterSettings,
+    topic: str,
+    partition: int,
+    first_offset: int,
+    directory: Path,
+    *,
+    continued: int | None,
+) -> PartitionLog:
+    """A staged log in `directory` (created) whose next offset is `first_offset`: a copy of the
+    published segment `continued`, reopened as a broker would (copy-on-write: the live file
+    never changes), or else a new log starting there."""
+    config = settings.configs[topic]
+    directory.mkdir(parents=True)
+    if continued is None:
+        return PartitionLog.create(
+            directory, config, base_offset=first_offset, leader_epoch=settings.leader_epoch
+        )
+    copy_segment_for_continuation(settings.output_root, topic, partition, continued, directory)
+    log = PartitionLog.open(
+        directory, config, had_clean_shutdown=True, leader_epoch=settings.leader_epoch
+    )
+    if log.log_end_offset != first_offset:
+        log.close()
+        raise KafkaLogError(
+            f"{topic}-{partition}: the published log ends at offset {log.log_end_offset} but "
+            f"this run planned to start at {first_offset}"
+        )
+    return log
 
 
 def continue_staged_range(

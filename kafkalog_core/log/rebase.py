@@ -16,6 +16,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -127,33 +128,57 @@ def rebase_segments(log_paths: list[Path], first_offset: int) -> list[Path]:
 
 
 def moved_batches(
-    log_path: str | os.PathLike[str], delta: int, *, piece_bytes: int = 64 << 20
+    log_path: str | os.PathLike[str],
+    delta: int,
+    *,
+    start: int = 0,
+    piece_bytes: int = 64 << 20,
 ) -> Iterator[EncodedBatches]:
-    """The batches of a segment, base offsets plus `delta`, in pieces of about `piece_bytes`
-    (whole batches), ready for `PartitionLog.append_batches`; the file is not changed."""
+    """The batches of a segment from byte position `start` (a batch boundary), base offsets plus
+    `delta`, in pieces of about `piece_bytes` (whole batches), ready for
+    `PartitionLog.append_batches`; the file is not changed.
+
+    With `delta` 0 a piece is a slice of the memory-mapped file itself (no copy in Python: the
+    append writes it straight from the page cache); a piece's buffer is released when the next
+    one is asked for, so use each before advancing. Otherwise a piece is a copy with its base
+    offsets patched (8 bytes per batch).
+    """
     path = Path(log_path)
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        if size == 0:
+        if size <= start:
             return
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            headers = _v2_headers(path, buf)
-            start = 0
-            while start < len(headers):
-                first = headers[start].position
-                stop = start + 1
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            headers = _v2_headers(path, memoryview(buf)[start:])
+            at = 0
+            while at < len(headers):
+                first = headers[at].position
+                stop = at + 1
                 while stop < len(headers) and headers[stop].position - first < piece_bytes:
                     stop += 1
-                yield _moved_piece(buf, headers[start:stop], delta)
-                start = stop
+                piece = _moved_piece(buf, start, headers[at:stop], delta)
+                try:
+                    yield piece
+                finally:
+                    with suppress(BufferError):
+                        piece.buffer.release()
+                at = stop
+        finally:
+            with suppress(BufferError):  # a caller still holding a piece: the GC closes it then
+                buf.close()
 
 
-def _moved_piece(buf: mmap.mmap, headers: list, delta: int) -> EncodedBatches:
+def _moved_piece(buf: mmap.mmap, start: int, headers: list, delta: int) -> EncodedBatches:
+    """Batches `headers` (positions relative to `start`) of the mapped file as one piece."""
     first = headers[0].position
     end = headers[-1].position + headers[-1].size
-    piece = bytearray(buf[first:end])
-    for h in headers:
-        _INT64.pack_into(piece, h.position - first + BASE_OFFSET_OFFSET, h.base_offset + delta)
+    if delta == 0:
+        piece: memoryview | bytearray = memoryview(buf)[start + first : start + end]
+    else:
+        piece = bytearray(buf[start + first : start + end])
+        for h in headers:
+            _INT64.pack_into(piece, h.position - first + BASE_OFFSET_OFFSET, h.base_offset + delta)
 
     def column(values) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=len(headers))

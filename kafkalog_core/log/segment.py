@@ -307,12 +307,19 @@ class LogSegment(SegmentAppends, SegmentReads, SegmentRecovery):
             > params.max_segment_ms - self.roll_jitter_ms
         )
         return (
-            self._size > params.max_segment_bytes - params.messages_size
+            self.rolls_by_size(self._size, params.messages_size, params.max_segment_bytes)
             or (self._size > 0 and reached_roll_ms)
             or self.offset_index.is_full
             or self.time_index.is_full
             or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
         )
+
+    @staticmethod
+    def rolls_by_size(size: int, messages_size: int, max_segment_bytes: int) -> bool:
+        """The size condition of `should_roll`: a segment of `size` bytes cannot take
+        `messages_size` more. It alone decides a roll, so a caller that knows only sizes (the
+        ingest's relayout of staged segments) can tell a roll for certain."""
+        return size > max_segment_bytes - messages_size
 
     @property
     def rolling_based_timestamp(self) -> int | None:

@@ -237,22 +237,22 @@ def test_same_run_id_again_is_a_no_op(spark, ingested, source):
 
 
 def test_hot_partition_split_over_tasks_matches_one_task(spark, tmp_path):
-    """A one-partition topic over 4 tasks: >= 3 ranges (new segments at their starts), and the
-    same records and offsets as one task writes."""
+    """A one-partition topic over 4 tasks: >= 3 ranges, laid out again as one writer (so one
+    segment, as one task writes), and the same records and offsets as one task writes."""
     rows = source_rows(1200, hot_user="hot")
     path = write_parquet(tmp_path / "src", rows, files=2)
     topics = {"events": {"partitions": 1, "config": {"segment.bytes": 1 << 20}}}
-    outputs = {}
+    outputs, summaries = {}, {}
     for tasks in (4, 1):
         root = tmp_path / f"t{tasks}" / "logs"
         config = IngestConfig.from_dict(config_doc(path, root, topics=topics))
         result = run(spark, config, run_id=f"hot-{tasks}", tasks=tasks, out=lambda _: None)
         assert result.records == len(rows)
-        outputs[tasks] = root
+        outputs[tasks], summaries[tasks] = root, result.summary
     split_bases = [int(p.name[:20]) for p in segment_files(outputs[4] / "events-0")]
     one_bases = [int(p.name[:20]) for p in segment_files(outputs[1] / "events-0")]
-    assert one_bases == [0]  # no roll at 1 MiB: every extra segment is a task's range
-    assert len(split_bases) >= 3 and split_bases[0] == 0
+    assert one_bases == split_bases == [0]  # no roll at 1 MiB, and the ranges are relaid
+    assert "segments: the relayout of 1 partitions saved" in summaries[4]
     history = IngestHistory(outputs[4]).find_run("hot-4")
     assert history["partitions"] == {"events-0": [0, len(rows)]}
     assert read_root(outputs[4]) == read_root(outputs[1])

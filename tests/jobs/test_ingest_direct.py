@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest import DIRECT_MAX_SPLITS, choose_write_mode, run, write_mode_choice
+from jobs.ingest import choose_write_mode, run, write_mode_choice
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.history import IngestHistory
 from kafkalog_core.errors import ConfigError, KafkaLogError
@@ -46,10 +46,10 @@ def sources(tmp_path_factory) -> dict:
 
 @pytest.mark.spark
 def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources, tmp_path):
-    roots = {}
+    roots, results = {}, {}
     for mode in ("direct", "range", "auto"):
         roots[mode] = tmp_path / mode / "logs"
-        result = _run(spark, sources["path_a"], roots[mode], f"r-{mode}", mode)
+        results[mode] = result = _run(spark, sources["path_a"], roots[mode], f"r-{mode}", mode)
         assert result.status == "committed" and result.records == N_A
         assert result.write_mode == ("range" if mode == "range" else "direct")
     ordered, starts = spark_read_order(spark, sources["path_a"], sources["a"])
@@ -58,10 +58,11 @@ def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources,
     assert read_root(roots["direct"]) == expected
     assert read_root(roots["range"]) == expected
     assert read_root(roots["auto"]) == expected
-    # one range per input split: a segment starts where each file's rows of the partition do
+    # one range per input split, laid out again as one writer: one segment per partition (the
+    # data is far below segment.bytes), however many splits hold its rows
     for pdir in (p.name for p in roots["direct"].iterdir() if p.is_dir()):
-        bases = {int(p.name[:20]) for p in segment_files(roots["direct"] / pdir)}
-        assert bases == {0} | starts.get(pdir, set()), pdir
+        assert [p.name[:20] for p in segment_files(roots["direct"] / pdir)] == ["0" * 20], pdir
+    assert "segments: the relayout of 3 partitions saved" in results["direct"].summary
     history = IngestHistory(roots["direct"]).find_run("r-direct")
     leo = {f"{t}-{p}": o + 1 for t, p, o, *_ in expected}
     assert history["partitions"] == {name: [0, end] for name, end in leo.items()}
@@ -111,16 +112,12 @@ def _plain_config(tmp_path: Path, mode: str = "auto", **doc_changes) -> IngestCo
 
 
 def test_auto_says_why_it_takes_each_path(tmp_path):
-    """No silent cliff: the summary prints the reason, the split count above all."""
+    """No silent cliff: the summary prints the reason; no split count limit (the relayout)."""
     config = _plain_config(tmp_path)
-    assert write_mode_choice(config, None, DIRECT_MAX_SPLITS + 1) == (
-        "range",
-        f"auto: {DIRECT_MAX_SPLITS + 1} input splits, more than the direct mode's "
-        f"{DIRECT_MAX_SPLITS} (it writes at least one segment per split and partition)",
-    )
-    assert write_mode_choice(config, None, 3) == (
+    assert write_mode_choice(config, None, 500) == (
         "direct",
-        "auto: source order, 3 input splits and 3 partitions (no shuffle)",
+        "auto: source order, 500 input splits and 3 partitions (no shuffle; the splits' shares "
+        "laid out as one writer afterwards, so any split count)",
     )
     ordered = _plain_config(tmp_path, ordering=["event_time"])
     assert (
@@ -131,11 +128,10 @@ def test_auto_says_why_it_takes_each_path(tmp_path):
     assert "1000 partitions, more than the direct mode's 256" in write_mode_choice(many, None, 1)[1]
 
 
-def test_auto_picks_direct_only_for_source_order_few_splits_and_known_partitions(tmp_path):
+def test_auto_picks_direct_only_for_source_order_and_known_partitions(tmp_path):
     config = _plain_config(tmp_path)
     assert choose_write_mode(config, None, 1) == "direct"
-    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS) == "direct"
-    assert choose_write_mode(config, None, DIRECT_MAX_SPLITS + 1) == "range"
+    assert choose_write_mode(config, None, 10_000) == "direct"
     assert choose_write_mode(config, 4, 1) == "range"  # a task count asks for the range mode
     ordered = _plain_config(tmp_path, ordering=["event_time"])
     assert choose_write_mode(ordered, None, 1) == "range"

@@ -328,6 +328,7 @@ def finalize_task_staging(
     write: bool = True,
     provisional: bool = False,
     native: bool | None = None,
+    known: Mapping[str, StagedFile] | None = None,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -341,6 +342,9 @@ def finalize_task_staging(
 
     `native` (default: whether this process has the C loops) lets a job report what its
     executors ran: a cluster's executors may lack the build the driver has.
+
+    `known`: files hard-linked from other staged ranges (already durable and checksummed), by
+    name; one of the same size keeps its entry instead of being read again.
     """
     base = Path(staging_dir)
     files = []
@@ -349,8 +353,13 @@ def finalize_task_staging(
             continue
         if path.suffix == ".snapshot" and not include_snapshots:
             continue
+        size = path.stat().st_size
+        same = (known or {}).get(path.name)
+        if same is not None and same.size == size:
+            files.append(same)
+            continue
         checksum = _sync_and_checksum(path)
-        files.append(StagedFile(path.name, path.stat().st_size, checksum))
+        files.append(StagedFile(path.name, size, checksum))
     fsync_dir(base)
     manifest = TaskManifest(
         run_id=run_id,
