@@ -213,11 +213,14 @@ def timed_ingest(
 def kinds_of(args) -> list[tuple[str, str | None, str]]:
     """(name, ingest mode or None for Parquet, codec) of every timed path, in run order."""
     modes = ["range"] if args.tasks else args.modes
-    kinds: list[tuple[str, str | None, str]] = [("parquet-snappy", None, "snappy")]
+    kinds: list[tuple[str, str | None, str]] = []
+    if not args.no_parquet:
+        kinds.append(("parquet-snappy", None, "snappy"))
     for codec in args.compression:
         suffix = "" if codec == "producer" else f"-{codec}"
         kinds += [(f"ingest-{mode}{suffix}", mode, codec) for mode in modes]
-    return kinds + ([] if args.no_uncompressed else [("parquet-none", None, "none")])
+    no_none = args.no_uncompressed or args.no_parquet
+    return kinds + ([] if no_none else [("parquet-none", None, "none")])
 
 
 def jvm_pid(spark) -> int:
@@ -617,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--no-uncompressed", action="store_true", help="skip the uncompressed Parquet")
+    ap.add_argument("--no-parquet", action="store_true", help="time the ingest paths only")
     ap.add_argument("--no-stages", action="store_true", help="no Spark event log / stage table")
     ap.add_argument("--task-profile", action="store_true", help="task-side cProfile, no Spark")
     ap.add_argument("--profile-rows", type=int, default=1_000_000)
