@@ -315,13 +315,14 @@ def print_table(res: dict, rows: int) -> None:
         print(f"ingest driver timings_ms (run {i + 1}): {t}")
 
 
-def write_json(path: Path, args, results: list[dict]) -> None:
+def write_json(path: Path, args, results: list[dict], load_start: tuple) -> None:
     """The run's figures, for docs and for comparing runs (e.g. RSS at 5M vs 50M rows)."""
     doc = {
         "rows": args.rows,
         "files": args.files,
         "driver_memory": args.driver_memory,
-        "load_before": os.getloadavg(),
+        "load_start": load_start,  # 1, 5, 15-minute load averages
+        "load_end": os.getloadavg(),
         "argv": sys.argv[1:],
         "results": [{k: v for k, v in r.items() if k != "app_id"} for r in results],
     }
@@ -629,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
+    load_start = os.getloadavg()
     src = make_source(args.out / f"ingest-src-{args.rows}", args.rows, args.files)
     warm = make_source(args.out / "ingest-src-warm", 100_000, 2)
     print(
@@ -659,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     remove_logs(args.out / "ingest-logs")
     if args.json is not None:
-        write_json(args.json, args, results)
+        write_json(args.json, args, results, load_start)
     print(f"\ntotal benchmark time {time.perf_counter() - t0:.0f} s")
     return 0
 
