@@ -2,7 +2,8 @@
 
 Three kinds of process: the Python driver (this process), the JVM (in local mode it is the
 driver and every executor) and the Python workers Spark forks under the JVM (`pyspark.daemon`
-and the workers it forks; all descendants of the JVM count).
+and the workers it forks: the Python processes among the JVM's descendants; a JVM child caught
+between fork and exec shares the JVM's memory and is skipped).
 
 How a peak is measured: at `start` the kernel's high-water mark (VmHWM) of the driver, the JVM
 and every live worker is reset (`echo 5 > /proc/<pid>/clear_refs`), so processes that live on
@@ -22,13 +23,24 @@ from dataclasses import asdict, dataclass, field
 
 
 def _status_kib(pid: int, names: tuple[str, ...]) -> dict[str, int]:
-    """The `names` fields (kB) of /proc/<pid>/status; empty when the process is gone."""
+    """The `names` fields (kB) of /proc/<pid>/status of a Python process; empty otherwise."""
     try:
         with open(f"/proc/{pid}/status") as f:
             lines = f.read().splitlines()
     except OSError:
         return {}
-    return {k: int(v.split()[0]) for k, _, v in (ln.partition(":") for ln in lines) if k in names}
+    fields = {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines) if k in names}
+    if not fields.get("Name", "").startswith("python"):  # a JVM child between fork and exec
+        return {}  # shares the JVM's memory map, so it would show the JVM's RSS
+    return {k: int(v.split()[0]) for k, v in fields.items() if k != "Name"}
+
+
+def _hwm_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return 0
 
 
 def _reset_peak(pid: int) -> None:
@@ -106,10 +118,10 @@ class RssSampler:
             self._thread.join()
         self._sample()
         peaks = self._peaks
-        peaks.python_driver = _status_kib(self.driver_pid, ("VmHWM",)).get("VmHWM", 0) / 1024
-        peaks.jvm = _status_kib(self.jvm_pid, ("VmHWM",)).get("VmHWM", 0) / 1024
+        peaks.python_driver = _hwm_kib(self.driver_pid) / 1024
+        peaks.jvm = _hwm_kib(self.jvm_pid) / 1024
         peaks.worker_max = max(self._worker_hwm.values(), default=0) / 1024
-        peaks.workers = len(self._worker_hwm)
+        peaks.workers = sum(1 for hwm in self._worker_hwm.values() if hwm)
         return peaks
 
     def _run(self) -> None:
@@ -124,7 +136,7 @@ class RssSampler:
     def _sample(self) -> None:
         total = 0
         for pid in list(self._worker_hwm):
-            kib = _status_kib(pid, ("VmHWM", "VmRSS"))
+            kib = _status_kib(pid, ("Name", "VmHWM", "VmRSS"))
             if kib:
                 self._worker_hwm[pid] = max(self._worker_hwm[pid], kib["VmHWM"])
                 total += kib["VmRSS"]
