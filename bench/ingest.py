@@ -3,7 +3,8 @@
 Not a test. Run from the repo root:
 
     .venv/bin/python bench/ingest.py [--rows 5000000] [--master local[2]] [--scaling]
-        [--repeat 1] [--out bench/out] [--no-stages] [--task-profile]
+        [--repeat 1] [--out bench/out] [--no-stages] [--task-profile] [--compression lz4 ...]
+        [--driver-memory 1g] [--no-parquet] [--json FILE]
 
 Input (generated once, deterministic, cached under --out, not timed): `--rows` rows of
 `key` binary(16) random, `value` binary(100) random, `ts` timestamp (ms, increasing), written by
@@ -22,8 +23,9 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   ranges it staged provisionally), the write pass (encode, PartitionLog, fsync, CRC-32C
   manifests) and the atomic publish.
 
-Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size) and
-the ratio ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
+Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size, peak
+RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
+ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
 then --master and prints the speedups. Per Spark stage (from Spark's event log, unless
 --no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--task-profile` skips
 Spark and runs the task-side functions (mapping's Arrow function, the range mode's one-pass
