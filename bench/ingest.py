@@ -3,7 +3,8 @@
 Not a test. Run from the repo root:
 
     .venv/bin/python bench/ingest.py [--rows 5000000] [--master local[2]] [--scaling]
-        [--repeat 1] [--out bench/out] [--no-stages] [--task-profile]
+        [--repeat 1] [--out bench/out] [--no-stages] [--task-profile] [--compression lz4 ...]
+        [--driver-memory 1g] [--no-parquet] [--json FILE]
 
 Input (generated once, deterministic, cached under --out, not timed): `--rows` rows of
 `key` binary(16) random, `value` binary(100) random, `ts` timestamp (ms, increasing), written by
@@ -23,8 +24,9 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   manifests), the relayout of partitions staged in several shares (one Spark task each: the
   shares laid out as one writer) and the atomic publish.
 
-Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size) and
-the ratio ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
+Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size, peak
+RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
+ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
 then --master and prints the speedups. Per Spark stage (from Spark's event log, unless
 --no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--task-profile` skips
 Spark and runs the task-side functions (mapping's Arrow function, the range mode's one-pass
@@ -50,6 +52,8 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.rss import RssSampler  # noqa: E402
 
 TOPIC = "bench"
 PARTITIONS = 8
@@ -101,12 +105,20 @@ def make_source(path: Path, rows: int, files: int, seed: int = 7) -> Path:
 MODES = {"arrow": ("direct", "arrow"), "direct": ("direct", "spark"), "range": ("range", "spark")}
 
 
-def ingest_config(src: Path, root: Path, mode: str = "arrow") -> dict:
+# --compression: the topic's compression.type ("producer", Kafka's default: the ingest writes
+# uncompressed batches, as the producer here sends none).
+CODECS = ("producer", "uncompressed", "lz4", "snappy", "zstd", "gzip")
+
+
+def ingest_config(src: Path, root: Path, mode: str = "arrow", codec: str = "producer") -> dict:
     write_mode, reader = MODES[mode]
+    topic: dict = {"partitions": PARTITIONS}
+    if codec != "producer":
+        topic["config"] = {"compression.type": codec}
     return {
         "source": {"format": "parquet", "path": str(src), "task_reader": reader},
         "output": {"root": str(root), "write_mode": write_mode},
-        "topics": {TOPIC: {"partitions": PARTITIONS}},
+        "topics": {TOPIC: topic},
         "mapping": {
             "topic": TOPIC,
             "key": {"column": "key", "format": "bytes"},
@@ -129,7 +141,7 @@ def du(path: Path) -> int:
 # Spark
 
 
-def start_session(master: str, events: Path | None, tasks: int | None):
+def start_session(master: str, events: Path | None, tasks: int | None, driver_memory: str = "6g"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from jobs.spark.session import get_or_create_session
@@ -138,7 +150,7 @@ def start_session(master: str, events: Path | None, tasks: int | None):
     conf = {
         "spark.master": master,
         # Static settings: only honoured when this process starts the JVM (first session).
-        "spark.driver.memory": "6g",
+        "spark.driver.memory": driver_memory,  # 1g is Spark's default
         "spark.driver.maxResultSize": "1g",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -179,13 +191,19 @@ def timed_parquet(spark, src: Path, dst: Path, codec: str) -> float:
     return time.perf_counter() - start
 
 
-def timed_ingest(spark, src: Path, root: Path, run_id: str, tasks: int | None, mode: str):
+def remove_logs(root: Path) -> None:
+    for d in (root, root.parent / f".{root.name}.kafkalog"):  # the log dir and its meta area
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def timed_ingest(
+    spark, src: Path, root: Path, run_id: str, tasks: int | None, mode: str, codec: str
+):
     from jobs import ingest
     from jobs.ingestion.config import IngestConfig
 
-    for d in (root, root.parent / f".{root.name}.kafkalog"):  # the log dir and its meta area
-        shutil.rmtree(d, ignore_errors=True)
-    config = IngestConfig.from_dict(ingest_config(src, root, mode))
+    remove_logs(root)
+    config = IngestConfig.from_dict(ingest_config(src, root, mode, codec))
     settle()
     start = time.perf_counter()
     result = ingest.run(spark, config, run_id=run_id, tasks=tasks, out=lambda *_: None)
@@ -195,54 +213,80 @@ def timed_ingest(spark, src: Path, root: Path, run_id: str, tasks: int | None, m
     return elapsed, result
 
 
+def kinds_of(args) -> list[tuple[str, str | None, str]]:
+    """(name, ingest mode or None for Parquet, codec) of every timed path, in run order."""
+    modes = ["range"] if args.tasks else args.modes
+    kinds: list[tuple[str, str | None, str]] = []
+    if not args.no_parquet:
+        kinds.append(("parquet-snappy", None, "snappy"))
+    for codec in args.compression:
+        suffix = "" if codec == "producer" else f"-{codec}"
+        kinds += [(f"ingest-{mode}{suffix}", mode, codec) for mode in modes]
+    no_none = args.no_uncompressed or args.no_parquet
+    return kinds + ([] if no_none else [("parquet-none", None, "none")])
+
+
+def jvm_pid(spark) -> int:
+    """The pid of the JVM behind the session (local mode: the driver and the executors)."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
 def run_master(args, master: str, src: Path, warm: Path, events: Path | None) -> dict:
-    """All timed runs under one master; returns {name: [seconds...]} plus sizes and timings."""
-    spark = start_session(master, events, args.tasks)
+    """All timed runs under one master: seconds, output sizes, driver timings and RSS peaks."""
+    spark = start_session(master, events, args.tasks, args.driver_memory)
     sc = spark.sparkContext
     out = args.out
     sizes: dict[str, int] = {}
     times: dict[str, list[float]] = {}
+    rss: dict[str, list[dict[str, float]]] = {}
     driver_timings: list[dict[str, int]] = []
+    kinds = kinds_of(args)
     # Warm-up (JVM JIT, Python workers, page cache of the source): a small run of each kind.
     sc.setJobGroup("warmup", "warmup")
     timed_parquet(spark, warm, out / "warm-parquet", "snappy")
-    modes = ["range"] if args.tasks else args.modes
-    for mode in modes:
-        warm_run = f"warm-{time.time_ns()}"
-        timed_ingest(spark, warm, out / "warm-logs", warm_run, args.tasks, mode)
+    for _, mode, codec in kinds:
+        if mode is not None:
+            warm_run = f"warm-{time.time_ns()}"
+            timed_ingest(spark, warm, out / "warm-logs", warm_run, args.tasks, mode, codec)
     spark.read.parquet(str(src)).selectExpr("sum(length(value))").collect()
-    kinds = ["parquet-snappy", *(f"ingest-{m}" for m in modes)]
-    kinds += [] if args.no_uncompressed else ["parquet-none"]
+    sampler = RssSampler(jvm_pid(spark))
     for r in range(args.repeat):
-        for kind in kinds:
+        for kind, mode, codec in kinds:
             group = f"{master}|{kind}|{r}"
             sc.setJobGroup(group, group)
-            if kind.startswith("ingest"):
+            sampler.start()
+            if mode is not None:
                 root = out / "ingest-logs"
-                mode = kind.split("-", 1)[1]
                 run_id = f"bench-{time.time_ns()}"
-                t, result = timed_ingest(spark, src, root, run_id, args.tasks, mode)
+                t, result = timed_ingest(spark, src, root, run_id, args.tasks, mode, codec)
                 driver_timings.append(
                     {"mode": result.write_mode, "reader": result.task_reader, **result.timings_ms}
                 )
-                sizes[kind] = du(root)
                 if result.records != args.rows:
                     raise SystemExit(f"ingest wrote {result.records} records, not {args.rows}")
             else:
-                dst = out / f"{kind}-out"
-                t = timed_parquet(spark, src, dst, kind.split("-")[1])
-                sizes[kind] = du(dst)
+                root = out / f"{kind}-out"
+                t = timed_parquet(spark, src, root, codec)
+            peaks = sampler.stop()
+            sizes[kind] = du(root)
+            remove_logs(root)  # the next path starts with the disk as free as this one did
             times.setdefault(kind, []).append(t)
-            print(f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s", flush=True)
+            rss.setdefault(kind, []).append(peaks.as_dict())
+            print(
+                f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s  peak RSS MiB: JVM {peaks.jvm:.0f},"
+                f" py driver {peaks.python_driver:.0f}, py worker max {peaks.worker_max:.0f}"
+                f" / sum {peaks.worker_sum:.0f} ({peaks.workers} procs)",
+                flush=True,
+            )
     app_id = sc.applicationId
     spark.stop()
-    for d in ("warm-parquet", "warm-logs", ".warm-logs.kafkalog", "parquet-snappy-out"):
-        shutil.rmtree(out / d, ignore_errors=True)
-    shutil.rmtree(out / "parquet-none-out", ignore_errors=True)
+    for d in ("warm-parquet", "warm-logs"):
+        remove_logs(out / d)
     return {
         "master": master,
         "times": times,
         "sizes": sizes,
+        "rss_mib": rss,
         "driver_timings": driver_timings,
         "app_id": app_id,
     }
@@ -250,18 +294,43 @@ def run_master(args, master: str, src: Path, warm: Path, events: Path | None) ->
 
 def print_table(res: dict, rows: int) -> None:
     best = {k: min(v) for k, v in res["times"].items()}
+    peak = {k: {m: max(p[m] for p in v) for m in v[0]} for k, v in res["rss_mib"].items()}
     mb = rows * ROW_BYTES / 1e6
     print(f"\n{res['master']}: {rows:,} rows, {mb:.0f} MB of record payload (key+value+ts)")
-    print(f"{'path':16s} {'seconds':>8s} {'rows/s':>11s} {'MB/s':>7s} {'output MB':>10s}")
+    print(
+        f"{'path':20s} {'seconds':>8s} {'rows/s':>11s} {'MB/s':>7s} {'output MB':>10s}"
+        f" {'JVM MiB':>8s} {'pydrv MiB':>9s} {'wrk max':>8s} {'wrk sum':>8s}"
+    )
     for kind, t in best.items():
         out_mb = res["sizes"].get(kind, 0) / 1e6
-        print(f"{kind:16s} {t:8.2f} {rows / t:11,.0f} {mb / t:7.1f} {out_mb:10.1f}")
+        p = peak[kind]
+        print(
+            f"{kind:20s} {t:8.2f} {rows / t:11,.0f} {mb / t:7.1f} {out_mb:10.1f}"
+            f" {p['jvm']:8.0f} {p['python_driver']:9.0f} {p['worker_max']:8.0f}"
+            f" {p['worker_sum']:8.0f}"
+        )
+    print("(peak RSS: max over the repeats; see bench/rss.py for what each column measures)")
     for ingest_kind in (k for k in best if k.startswith("ingest")):
         for kind in (k for k in best if k.startswith("parquet")):
             ratio = best[ingest_kind] / best[kind]
-            print(f"ratio {ingest_kind} / {kind}: {ratio:.2f}  (goal <= 1.0, aim 0.8)")
+            print(f"ratio {ingest_kind} / {kind}: {ratio:.2f}")
     for i, t in enumerate(res["driver_timings"]):
         print(f"ingest driver timings_ms (run {i + 1}): {t}")
+
+
+def write_json(path: Path, args, results: list[dict], load_start: tuple) -> None:
+    """The run's figures, for docs and for comparing runs (e.g. RSS at 5M vs 50M rows)."""
+    doc = {
+        "rows": args.rows,
+        "files": args.files,
+        "driver_memory": args.driver_memory,
+        "load_start": load_start,  # 1, 5, 15-minute load averages
+        "load_end": os.getloadavg(),
+        "argv": sys.argv[1:],
+        "results": [{k: v for k, v in r.items() if k != "app_id"} for r in results],
+    }
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"figures written to {path}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,7 +572,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
         ("append_batches", "partition_log.py"),
         ("close", "partition_log.py"),
         ("fsync_file", "staging.py"),
-        ("fsync_dir", "checkpoints.py"),
+        ("fsync_dir", "checkpoint_file.py"),
         ("_sync_and_checksum", "staging.py"),
         ("write_manifest", "staging.py"),
         ("finalize_task_staging", "staging.py"),
@@ -544,8 +613,20 @@ def main(argv: list[str] | None = None) -> int:
         choices=list(MODES),
         help="ingest paths to time: arrow / direct / range (see the docstring)",
     )
+    ap.add_argument(
+        "--compression",
+        nargs="+",
+        default=["producer"],
+        choices=CODECS,
+        help="the topic's compression.type; each ingest path runs once per codec given",
+    )
+    ap.add_argument(
+        "--driver-memory", default="6g", help="spark.driver.memory (Spark's default is 1g)"
+    )
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--no-uncompressed", action="store_true", help="skip the uncompressed Parquet")
+    ap.add_argument("--no-parquet", action="store_true", help="time the ingest paths only")
     ap.add_argument("--no-stages", action="store_true", help="no Spark event log / stage table")
     ap.add_argument("--task-profile", action="store_true", help="task-side cProfile, no Spark")
     ap.add_argument("--profile-rows", type=int, default=1_000_000)
@@ -554,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
+    load_start = os.getloadavg()
     src = make_source(args.out / f"ingest-src-{args.rows}", args.rows, args.files)
     warm = make_source(args.out / "ingest-src-warm", 100_000, 2)
     print(
@@ -582,8 +664,9 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {kind:16s} {one[kind]:7.2f} s -> {many[kind]:7.2f} s  x{one[kind] / many[kind]:.2f}"
             )
-    for d in ("ingest-logs", ".ingest-logs.kafkalog"):
-        shutil.rmtree(args.out / d, ignore_errors=True)
+    remove_logs(args.out / "ingest-logs")
+    if args.json is not None:
+        write_json(args.json, args, results, load_start)
     print(f"\ntotal benchmark time {time.perf_counter() - t0:.0f} s")
     return 0
 
