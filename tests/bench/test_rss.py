@@ -31,9 +31,9 @@ def _rss_kib(pid: int) -> int:
         return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS"))
 
 
-def _wait_rss(proc: subprocess.Popen, kib: int) -> None:
+def _wait_rss_pid(pid: int, kib: int) -> None:
     deadline = time.monotonic() + 20
-    while _rss_kib(proc.pid) < kib and time.monotonic() < deadline:
+    while _rss_kib(pid) < kib and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -53,15 +53,21 @@ def test_descendants_finds_grandchildren():
 
 
 def test_worker_peak_and_reset():
-    # The sampler's "JVM" is this test process; the child stands for a Python worker.
-    sampler = RssSampler(jvm_pid=os.getpid(), interval=0.02, scan_every=1)
+    # The sampler's "JVM" is a wrapper process of its own (this test process may have a Spark
+    # JVM and its workers under it); the wrapper's child stands for a Python worker.
+    wrapper = "import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"
     base_mib = _rss_kib(os.getpid()) / 1024
     spike = bytearray(200 << 20)
     spike[::4096] = b"1" * len(spike[::4096])
     del spike  # this process's VmHWM now holds the spike; start() must forget it
-    child = _hold(120)
+    child = _hold(120, parent=wrapper)
+    sampler = RssSampler(jvm_pid=child.pid, interval=0.02, scan_every=1)
     try:
-        _wait_rss(child, 120 << 10)
+        deadline = time.monotonic() + 20
+        while not descendants(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (holder,) = descendants(child.pid)
+        _wait_rss_pid(holder, 120 << 10)
         sampler.start()
         time.sleep(0.2)
         peaks = sampler.stop()
