@@ -109,11 +109,7 @@ class RunLock:
             # Under the guard (so a takeover cannot judge stale owner info meanwhile): make sure
             # we locked the live file, not one a takeover just unlinked, and record ourselves.
             with self._guard():
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-                except FileNotFoundError:
-                    same = False
-                if not same:
+                if not self._is_live(fd):
                     os.close(fd)
                     continue
                 previous = _read_fd_owner(fd)
@@ -181,10 +177,17 @@ class RunLock:
         """
         with self._guard(), contextlib.suppress(FileNotFoundError):
             current = _read_fd_owner(fd)
-            if current != owner or os.stat(self.path).st_ino != os.fstat(fd).st_ino:
+            if current != owner or not self._is_live(fd):
                 return  # changed hands meanwhile: the caller retries and looks again
             os.unlink(self.path)
             self.took_over = owner
+
+    def _is_live(self, fd: int) -> bool:
+        """Is `fd` the file at the lock path now (not one a takeover unlinked meanwhile)?"""
+        try:
+            return os.fstat(fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -249,10 +252,7 @@ class ReadLock(RunLock):
         """Under the guard: is `fd` still the live lock file? Then drop a dead writer's info."""
         writable = _writable(fd)  # else the meta area is read-only: no writer can run either
         with self._guard() if writable else contextlib.nullcontext():
-            try:
-                if os.fstat(fd).st_ino != os.stat(self.path).st_ino:
-                    return False
-            except FileNotFoundError:
+            if not self._is_live(fd):
                 return False
             if writable and _read_fd_owner(fd) is not None:
                 os.ftruncate(fd, 0)
