@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from kafkalog_core.errors import CorruptCheckpointError
+from kafkalog_core.properties import JAVA_LINE_BREAK  # BufferedReader.readLine's line breaks
 
 T = TypeVar("T")
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-JAVA_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # BufferedReader.readLine
 JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")  # java.util.regex \s
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
