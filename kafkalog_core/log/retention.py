@@ -1,6 +1,6 @@
 """Which segments Kafka's retention would delete (§7), decided from plain segment facts.
 
-Pure decisions over `SegmentFacts` (read-only, see `read_segment_facts`), so the Spark
+Pure decisions over `SegmentFacts` (read by `segment_facts.read_segment_facts`), so the Spark
 retention job, `PartitionLog.delete_old_segments` and the tests share one rule set:
 
 - the log-start-offset breach always: a segment whose successor starts at or below the log
@@ -15,14 +15,12 @@ retention job, `PartitionLog.delete_old_segments` and the tests share one rule s
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.checkpoints import LeaderEpochCache, fsync_dir
 from kafkalog_core.log.names import (
     DELETED_FILE_SUFFIX,
@@ -31,31 +29,26 @@ from kafkalog_core.log.names import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
-    offset_from_file_name,
 )
-from kafkalog_core.record.batch import NO_TIMESTAMP, iter_batch_headers
+from kafkalog_core.log.segment_facts import SegmentFacts, read_segment_facts
+
+__all__ = [
+    "LOG_START_OFFSET",
+    "RETENTION_BYTES",
+    "RETENTION_MS",
+    "RetentionDecision",
+    "SegmentFacts",
+    "backfill_risk",
+    "mark_segments_deleted",
+    "purge_deleted_files",
+    "read_segment_facts",
+    "retention_decisions",
+    "truncate_leader_epochs_from_start",
+]
 
 LOG_START_OFFSET = "log-start-offset"
 RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
-
-
-@dataclass(frozen=True)
-class SegmentFacts:
-    """What retention needs to know about one segment, read without changing a byte."""
-
-    base_offset: int
-    size: int  # bytes of the .log (indexes do not count toward retention.bytes)
-    next_offset: int  # last offset + 1 of its last complete batch (base offset when empty)
-    max_timestamp: int  # the newest batch's max timestamp, or -1 when no batch carries one
-    last_modified_ms: int  # the .log file's mtime
-    batches: int
-    corrupt_at: int | None = None  # position where the header walk met a corrupt batch
-
-    @property
-    def largest_timestamp(self) -> int:
-        """LogSegment.largestTimestamp: the max record timestamp, else the file's mtime."""
-        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
 
 
 @dataclass(frozen=True)
@@ -66,39 +59,6 @@ class RetentionDecision:
     delete: bool
     rule: str  # the rule that deletes it ("" when kept)
     reason: str
-
-
-def read_segment_facts(log_path: str | os.PathLike[str]) -> SegmentFacts:
-    """The facts of one .log: size, mtime, offsets and the newest batch timestamp.
-
-    Walks only the batch headers (one per batch, through a read-only mmap). A corrupt header
-    stops the walk; what was read so far is kept and `corrupt_at` says where it stopped.
-    """
-    path = Path(log_path)
-    base = offset_from_file_name(path.name)
-    with open(path, "rb") as fh:
-        stat = os.fstat(fh.fileno())
-        size = stat.st_size
-        max_ts, next_offset, count, corrupt_at = NO_TIMESTAMP, base, 0, None
-        if size:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                try:
-                    for header in iter_batch_headers(buf):
-                        max_ts = max(max_ts, header.max_timestamp)
-                        next_offset = header.last_offset + 1
-                        count += 1
-                        position = header.position + header.size
-                except CorruptRecordError:
-                    corrupt_at = position if count else 0
-    return SegmentFacts(
-        base_offset=base,
-        size=size,
-        next_offset=next_offset,
-        max_timestamp=max_ts,
-        last_modified_ms=int(stat.st_mtime * 1000),
-        batches=count,
-        corrupt_at=corrupt_at,
-    )
 
 
 def _days(ms: int) -> str:
