@@ -11,6 +11,9 @@ retention job, `PartitionLog.delete_old_segments` and the tests share one rule s
   modification time when no batch carries one);
 - only a prefix of the log goes, and only segments wholly below the high watermark;
 - never the active (last) segment: an offline tool cannot roll a new one for a broker.
+
+Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go when they are older than
+retention.ms: `quarantine_decision`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from kafkalog_core.log.names import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    offset_from_file_name,
+    quarantine_files,
 )
 from kafkalog_core.log.segment_facts import SegmentFacts, read_segment_facts
 
@@ -36,11 +41,15 @@ __all__ = [
     "LOG_START_OFFSET",
     "RETENTION_BYTES",
     "RETENTION_MS",
+    "QuarantineFile",
     "RetentionDecision",
     "SegmentFacts",
     "backfill_risk",
+    "delete_quarantine_files",
     "mark_segments_deleted",
     "purge_deleted_files",
+    "quarantine_decision",
+    "read_quarantine_files",
     "read_segment_facts",
     "retention_decisions",
     "truncate_leader_epochs_from_start",
@@ -277,3 +286,53 @@ def truncate_leader_epochs_from_start(
     hook("write", path)
     cache.write()
     return True
+
+
+# ---- quarantined tails: kafkalog's own files, kept for forensics, then retention.ms ---------------
+@dataclass(frozen=True)
+class QuarantineFile:
+    """A corrupt tail (or a whole later segment) rebuild-index moved aside (`names.py`)."""
+
+    path: Path
+    base_offset: int  # of the segment it came from
+    size: int
+    last_modified_ms: int  # when it was quarantined (rebuild sets it)
+
+
+def read_quarantine_files(partition_dir: str | os.PathLike[str]) -> list[QuarantineFile]:
+    """The quarantine files of a partition dir, oldest segment first."""
+    found = []
+    for path in quarantine_files(partition_dir):
+        stat = path.stat()
+        found.append(
+            QuarantineFile(
+                path, offset_from_file_name(path.name), stat.st_size, stat.st_mtime_ns // 10**6
+            )
+        )
+    return found
+
+
+def quarantine_decision(item: QuarantineFile, config: Any, now_ms: int) -> RetentionDecision:
+    """Delete a quarantine file once it is older than its topic's retention.ms.
+
+    Kafka's recovery deletes a truncated tail at once; rebuild-index keeps it so an operator can
+    look at what was cut, for as long as the topic keeps its data (whatever its cleanup.policy:
+    the file is no part of the log). retention.ms=-1 keeps it forever.
+    """
+    retention_ms = int(config.retention_ms)
+    age = now_ms - item.last_modified_ms
+    if retention_ms < 0:
+        return RetentionDecision(item.base_offset, False, "", "retention.ms=-1 keeps quarantine")
+    if age > retention_ms:
+        why = f"quarantined {_days(age)} ago, older than retention.ms={retention_ms}"
+        return RetentionDecision(item.base_offset, True, RETENTION_MS, why)
+    why = f"quarantined {_days(age)} ago, within retention.ms={retention_ms} (kept for forensics)"
+    return RetentionDecision(item.base_offset, False, "", why)
+
+
+def delete_quarantine_files(paths: Sequence[Path]) -> None:
+    """Remove quarantine files at once (no `.deleted` phase: nothing reads them)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    for directory in {path.parent for path in paths}:
+        fsync_dir(directory)
