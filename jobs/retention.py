@@ -10,7 +10,9 @@ A dry run (the default) changes no byte: it reports every segment with keep/dele
 next run understand:
 1. tasks rename each victim's files to `.deleted`, oldest first, and drop leader-epoch entries
    below the new log start offset;
-2. the driver writes `log-start-offset-checkpoint` atomically;
+2. the driver writes `log-start-offset-checkpoint` atomically, then raises every recovery point
+   in `recovery-point-offset-checkpoint` that is below its log start offset up to it (Kafka
+   never leaves a recovery point below the log start);
 3. tasks remove the `.deleted` files (a killed run's leftovers are removed by the next run, or
    by a broker at startup).
 Quarantine files (`<segment>.log.quarantine`: corrupt tails rebuild-index moved aside for
@@ -45,6 +47,7 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile, read_high_watermarks
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
     log_file_name,
     segment_log_files,
 )
@@ -55,6 +58,7 @@ from kafkalog_core.log.retention import (
     mark_segments_deleted,
     purge_deleted_files,
     quarantine_decision,
+    raised_recovery_points,
     read_quarantine_files,
     read_segment_facts,
     retention_decisions,
@@ -247,7 +251,8 @@ def run(
         units = [_unit(r, configs[r.topic], start_offsets, high_watermarks) for r in refs]
         rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
         if apply:
-            _advance_log_start_offsets(lso_file, start_offsets, rows)
+            log_starts = _advance_log_start_offsets(lso_file, start_offsets, rows)
+            _raise_recovery_points(root, log_starts)
             touched = {(t, p) for t, p, a in _triples(rows) if a}
             purge_units = [r.unit() for r in refs if (r.topic, r.partition) in touched]
             purge_schema = pa.schema([("dir", pa.string()), ("removed", pa.int64())])
@@ -291,8 +296,9 @@ def _triples(rows: pa.Table):
 
 def _advance_log_start_offsets(
     lso_file: OffsetCheckpointFile, before: dict[tuple[str, int], int], rows: pa.Table
-) -> None:
-    """Write the new log start offsets (never lower than recorded) in one atomic replace."""
+) -> dict[tuple[str, int], int]:
+    """Write the new log start offsets (never lower than recorded) in one atomic replace;
+    return them, every partition of the run included."""
     after = dict(before)
     for topic, partition, lso in zip(
         rows.column("topic").to_pylist(),
@@ -304,6 +310,18 @@ def _advance_log_start_offsets(
         after[tp] = max(after.get(tp, 0), lso)
     if after != before:
         lso_file.write(after)
+    return after
+
+
+def _raise_recovery_points(root: Path, log_starts: dict[tuple[str, int], int]) -> None:
+    """Move every recovery point below its log start offset up to it, as a broker does when
+    retention raises the log start (written after the log starts: a kill in between leaves a
+    broker only more to recover, and the next --apply finishes it)."""
+    checkpoint = OffsetCheckpointFile(root / RECOVERY_POINT_CHECKPOINT_FILE)
+    before = checkpoint.read()
+    after = raised_recovery_points(before, log_starts)
+    if after != before:
+        checkpoint.write(after)
 
 
 def _human_bytes(n: int) -> str:

@@ -12,19 +12,20 @@ retention job, `PartitionLog.delete_old_segments` and the tests share one rule s
 - only a prefix of the log goes, and only segments wholly below the high watermark;
 - never the active (last) segment: an offline tool cannot roll a new one for a broker.
 
-Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go when they are older than
-retention.ms: `quarantine_decision`.
+After a delete the log start offset rises, and with it any recovery point below it
+(`raised_recovery_points`). Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go
+when they are older than retention.ms: `quarantine_decision`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalog_core.log.checkpoints import LeaderEpochCache, fsync_dir
+from kafkalog_core.log.checkpoints import LeaderEpochCache, TopicPartition, fsync_dir
 from kafkalog_core.log.names import (
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
@@ -49,6 +50,7 @@ __all__ = [
     "mark_segments_deleted",
     "purge_deleted_files",
     "quarantine_decision",
+    "raised_recovery_points",
     "read_quarantine_files",
     "read_segment_facts",
     "retention_decisions",
@@ -286,6 +288,23 @@ def truncate_leader_epochs_from_start(
     hook("write", path)
     cache.write()
     return True
+
+
+def raised_recovery_points(
+    recovery_points: Mapping[TopicPartition, int], log_start_offsets: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Recovery points never below the log start offset (UnifiedLog.updateLogStartOffset).
+
+    When retention moves a log start offset past the recovery point, Kafka moves the recovery
+    point up to it: nothing below the log start is left to recover. A partition missing from
+    the checkpoint has recovery point 0 to a broker, so it gets an entry when its log start is
+    above 0.
+    """
+    raised = dict(recovery_points)
+    for tp, start in log_start_offsets.items():
+        if raised.get(tp, 0) < start:
+            raised[tp] = start
+    return raised
 
 
 # ---- quarantined tails: kafkalog's own files, kept for forensics, then retention.ms ---------------

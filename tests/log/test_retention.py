@@ -21,6 +21,7 @@ from kafkalog_core.log.retention import (
     mark_segments_deleted,
     purge_deleted_files,
     quarantine_decision,
+    raised_recovery_points,
     read_quarantine_files,
     read_segment_facts,
     retention_decisions,
@@ -262,3 +263,12 @@ def test_rebuild_starts_the_quarantine_clock(tmp_path: Path) -> None:
     )
     later = int(wall) + 8 * DAY
     assert all(quarantine_decision(q, cfg(retention_ms=7 * DAY), later).delete for q in items)
+
+
+def test_recovery_point_never_below_the_log_start_offset() -> None:
+    recovery = {("a", 0): 5, ("a", 1): 30, ("b", 0): 0}
+    starts = {("a", 0): 12, ("a", 1): 20, ("c", 0): 9, ("c", 1): 0}
+    raised = raised_recovery_points(recovery, starts)
+    # raised to the log start; never lowered; a missing entry (0 to a broker) gets one if needed
+    assert raised == {("a", 0): 12, ("a", 1): 30, ("b", 0): 0, ("c", 0): 9}
+    assert recovery == {("a", 0): 5, ("a", 1): 30, ("b", 0): 0}  # the input is left alone

@@ -81,12 +81,16 @@ def test_dry_run_reports_every_segment_and_changes_nothing(spark, log_dir: Path)
 def test_apply_deletes_advances_the_log_start_offset_and_is_idempotent(
     spark, log_dir: Path
 ) -> None:
+    recovery = OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint")
+    recovery.write({("events", 0): 5, ("events", 1): 20, ("gone", 0): 7})
     result = _run(spark, log_dir, apply=True)
     pdir = log_dir / "events-0"
     assert sorted(p.name for p in pdir.glob("*.log")) == ["00000000000000000015.log"]
     assert not list(log_dir.rglob("*.deleted"))
     starts = OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read()
     assert starts[("events", 0)] == 15
+    # the recovery point below the new log start moves up to it; the others stay as they were
+    assert recovery.read() == {("events", 0): 15, ("events", 1): 20, ("gone", 0): 7}
     reopened = PartitionLog.open(pdir, LogConfig())
     assert reopened.log_start_offset == 15 and reopened.log_end_offset == 20
     reopened.close()
