@@ -183,14 +183,8 @@ def map_batch(
     batch: pa.RecordBatch,
     plan: MappingRules,
     cache: dict[str, Any],
-    *,
-    partitions_only: bool = False,
 ) -> pa.RecordBatch:
-    """Partition and check one batch; vectorized over rows, Python only per distinct topic.
-
-    `partitions_only` (a counting pass): just (topic, partition), -1 where the topic or the
-    partition is invalid, without the record checks (the write pass runs them).
-    """
+    """Partition and check one batch; vectorized over rows, Python only per distinct topic."""
     n = batch.num_rows
     reasons = np.full(n, None, dtype=object)
 
@@ -261,12 +255,6 @@ def map_batch(
                 f"partition {partition[i]} is out of range for topic "
                 f"{names[codes[i]]!r} with {nparts[i]} partitions"
             ),
-        )
-
-    if partitions_only:
-        partition[np.not_equal(reasons, None)] = -1
-        return pa.RecordBatch.from_arrays(
-            [topics, pa.array(partition.astype(np.int32), pa.int32())], names=["topic", "partition"]
         )
 
     # Keys on compacted topics.

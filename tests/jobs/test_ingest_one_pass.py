@@ -21,17 +21,17 @@ from jobs.ingestion.commit import (
     publish,
     scan_existing_state,
 )
-from jobs.ingestion.planner import OnePassPlan, plan_offsets
+from jobs.ingestion.planner import OnePassPlan
 from jobs.ingestion.topic_ids import topic_ids_for
 from jobs.ingestion.writer import (
     WriterSettings,
     continue_staged_range,
-    count_task,
     write_task,
 )
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.partition_log import batch_options_for
 from tests.jobs.commit_helpers import visible
+from tests.jobs.counted_plan import count_task, counted_plan
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 CONFIGS = {
@@ -110,7 +110,7 @@ def _ingest(root: Path, tasks, run_id: str, *, one_pass: bool) -> list:
         )
     else:
         counts = [(i, t, p, c) for i, b in enumerate(tasks) for (t, p), c in count_task(b).items()]
-        lookup = plan_offsets(counts, leo).as_lookup()
+        lookup = counted_plan(counts, leo)
         staged = [m for i, t in enumerate(tasks) for m in write_task(t, i, "0", lookup, settings)]
         manifests = staged
     topics = {m.topic for m in manifests}
