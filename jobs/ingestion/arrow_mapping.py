@@ -57,11 +57,13 @@ def no_headers(n: int) -> pa.Array:
 
 
 def int32_partitions(column: pa.Array) -> pa.Array:
-    """The partition column as int (Spark's ANSI cast fails on values outside int)."""
+    """The partition column as int (Spark's ANSI cast fails on values outside int); in a task,
+    so the error carries `ERROR_PREFIX` as `checked`'s do (the job's one error line)."""
     values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
     if outside.size:
-        raise InvalidRecordError(f"partition {int(values[outside[0]])} does not fit an int")
+        value = int(values[outside[0]])
+        raise InvalidRecordError(f"{ERROR_PREFIX}partition {value} does not fit an int")
     return column.cast(pa.int32())
 
 
