@@ -18,11 +18,11 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   `--modes`: `arrow` (output.write_mode direct with source.task_reader arrow: Spark schedules
   tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
   rows read by Spark and shipped to Python with mapInArrow) and `range` (range partitioning +
-  sort). This includes everything a real run does: mapping + per-row
-  checks, the counting pass (direct and arrow; the range mode writes in one pass and places the
-  ranges it staged provisionally), the write pass (encode, PartitionLog, fsync, CRC-32C
-  manifests), the relayout of partitions staged in several shares (one Spark task each: the
-  shares laid out as one writer) and the atomic publish.
+  sort). This includes everything a real run does: mapping + per-row checks, the one write
+  pass (encode, PartitionLog, fsync, CRC-32C manifests; no mode counts rows first), the
+  driver's placing of the shares staged provisionally (the `place` lap), the relayout of
+  partitions staged in several shares (one Spark task each: the shares laid out as one writer)
+  and the atomic publish.
 
 Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size, peak
 RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
@@ -425,13 +425,11 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout.py (its callsite)
         return "relayout: shares as one writer"
     if "arrow" in group:  # the tasks read the files: no rows flow through the JVM
-        return "write pass: pyarrow read+write" if s["tasks"] > 1 else "count / small job"
-    if "direct" in group:  # count job (read + map + small aggregate), then the write job
-        if s["topy"] > 0 and s["shw"] > 0:
-            return "count pass: read+map(py)"
+        return "write pass: pyarrow read+write" if s["tasks"] > 1 else "small job"
+    if "direct" in group:  # one write job over the input splits
         if s["topy"] > 0:
             return "write pass: read+map+write(py)"
-        return "file listing / schema" if s["shr"] == 0 else "count pass: aggregate"
+        return "file listing / schema"
     if s["shw"] > 0 and s["topy"] > 0:
         cache_reads[group] = 0
         return "range shuffle: read+map(py)"

@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +135,8 @@ class _RangeWriter:
         self.options = settings.batch_options[assignment.topic]
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
-        self.chunk_limit = max(int(settings.chunk_bytes), 1)
+        self.chunk_base = max(int(settings.chunk_bytes), 1)
+        self.widened = 0  # doublings of the chunk for batches that hold a whole chunk
         # timestamps of the last records appended (the split's context for the pending ones)
         self.context = np.zeros(0, dtype=np.int64)
         self.context_rows = split_context_rows(self.options)
@@ -152,6 +153,15 @@ class _RangeWriter:
         return open_range_log(
             s, a.topic, a.partition, a.first_offset, self.directory, continued=continued
         )
+
+    @property
+    def chunk_limit(self) -> int:
+        """Payload bytes pending before an encode (memory only: the bytes never depend on it)."""
+        return self.chunk_base << self.widened
+
+    def share_buffer(self, share: int) -> None:
+        """Lower this writer's chunk to `share`: more writers now share the task's buffer."""
+        self.chunk_base = min(self.chunk_base, max(int(share), 1))
 
     def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
         """Queue rows; `payload_bytes` is their `_payload_bytes` when the caller knows it."""
@@ -211,7 +221,7 @@ class _RangeWriter:
             self.pending_bytes = _payload_bytes(self.pending[0])
             if keep == 0:
                 # One batch holds the whole chunk (big batches, compression): widen the chunk.
-                self.chunk_limit *= 2
+                self.widened += 1
 
     def finish(self) -> TaskManifest:
         self._encode(final=True)
@@ -222,8 +232,7 @@ class _RangeWriter:
         if not provisional and (end != a.next_offset or self.records != a.record_count):
             raise KafkaLogError(
                 f"{a.topic}-{a.partition}: task wrote {self.records} records up to offset {end} "
-                f"but the plan expected {a.record_count} up to {a.next_offset} (the input "
-                "changed between the counting and the write pass)"
+                f"but the plan expected {a.record_count} up to {a.next_offset}"
             )
         return finalize_task_staging(
             self.directory,
@@ -342,15 +351,6 @@ def partition_runs(batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, int]]
         yield topic_values[start].as_py(), int(partitions[start]), start, stop
 
 
-def count_task(batches: Iterable[pa.RecordBatch]) -> dict[tuple[str, int], int]:
-    """The counting pass: rows per (topic, partition) in one task's sorted rows."""
-    counts: dict[tuple[str, int], int] = {}
-    for batch in batches:
-        for topic, partition, start, stop in partition_runs(batch):
-            counts[(topic, partition)] = counts.get((topic, partition), 0) + stop - start
-    return counts
-
-
 def write_task(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
@@ -360,8 +360,8 @@ def write_task(
 ) -> Iterator[TaskManifest]:
     """Write every partition range found in this task's sorted rows into its attempt's staging.
 
-    Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` (no
-    counting pass) the task's first partition is staged provisionally, the others in place.
+    Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` the
+    task's first partition is staged provisionally, the others in place.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -407,10 +407,7 @@ def _range_writer(
     else:
         assignment = plan[key] if isinstance(plan, ProvisionalPlan) else plan.get(key)
     if assignment is None:
-        raise KafkaLogError(
-            f"task {task_index} found rows for {topic}-{partition} that the counting pass did "
-            "not see; the input changed between passes"
-        )
+        raise KafkaLogError(f"task {task_index}: the plan has no range for {topic}-{partition}")
     directory = staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
     return _RangeWriter(assignment, settings, directory, f"task-{task_index}", attempt_id)
 
@@ -482,30 +479,23 @@ def partition_groups(
     ]
 
 
-def _share_budget(writers: Collection[_RangeWriter], chunk_bytes: int) -> None:
-    """Give every open writer an equal share of `DIRECT_TASK_BUFFER_BYTES` (at most
-    `chunk_bytes`, at least `MIN_CHUNK_BYTES`), as writers open: a task's pending rows stay
-    within the budget however many partitions it meets. Chunk sizes never change the bytes
-    written (see `_RangeWriter._encode`)."""
-    share = max(MIN_CHUNK_BYTES, min(chunk_bytes, DIRECT_TASK_BUFFER_BYTES // len(writers)))
-    for writer in writers:
-        writer.chunk_limit = min(writer.chunk_limit, share)
-
-
 def write_task_direct(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
     attempt_id: str,
-    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     settings: WriterSettings,
 ) -> Iterator[TaskManifest]:
     """The direct write (no shuffle): this task's rows in source order, any partition anywhere.
 
     Every (topic, partition) the task holds is one range of the plan, written by its own
     `_RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
-    `DIRECT_TASK_BUFFER_BYTES`. Each Arrow batch is grouped by partition with a stable sort, so
-    a partition's records keep the order the task read them in: the source order. Batches and
-    segments depend on the records only (see `_RangeWriter`), never on the Arrow slicing.
+    `DIRECT_TASK_BUFFER_BYTES` (each writer's share shrinks as more open). Each Arrow batch is
+    grouped by partition with a stable sort, so a partition's records keep the order the task
+    read them in: the source order. Batches and segments depend on the records only (see
+    `_RangeWriter`), never on the Arrow slicing nor the chunk size. With a `OnePassPlan` every
+    partition of a task after the first may continue earlier tasks' shares, so each counts as
+    the task's first: task 0 writes in place, the others stage provisionally.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -518,11 +508,12 @@ def write_task_direct(
         for topic, partition, start, stop in groups:
             writer = writers.get((topic, partition))
             if writer is None:
-                writer = _range_writer(
-                    plan, (task_index, topic, partition), settings, staging, attempt_id
-                )
+                key = (task_index, topic, partition)
+                writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
                 writers[(topic, partition)] = writer
-                _share_budget(writers.values(), settings.chunk_bytes)
+                share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // len(writers))
+                for open_writer in writers.values():
+                    open_writer.share_buffer(share)
             # Each partition gets its own copy of its rows: slices of one shared copy would keep
             # every batch alive until the slowest partition encodes, so a task's memory would
             # follow its split size instead of DIRECT_TASK_BUFFER_BYTES.
