@@ -64,6 +64,7 @@ __all__ = [
     "map_records",
     "map_records_with_rejects",
     "mapping_rules",
+    "sample_keys",
 ]
 
 RECORD_COLUMNS = ("topic", "partition", "key", "value", "headers", "timestamp")
@@ -251,13 +252,21 @@ def _headers(df: DataFrame, config: IngestConfig) -> Column:
     return (parts[0] if len(parts) == 1 else F.concat(*parts)).cast(HEADERS_TYPE)
 
 
-def _prepare(df: DataFrame, config: IngestConfig) -> DataFrame:
-    """Stage 1: every record field as a Spark expression, checked against the source schema."""
+def _prepare(
+    df: DataFrame, config: IngestConfig, sample: tuple[float, int] | None = None
+) -> DataFrame:
+    """Stage 1: every record field as a Spark expression, checked against the source schema.
+
+    `sample` = (fraction, seed): a Bernoulli sample of the rows, taken after the source row ids
+    (so a sampled row keeps the id it has in the full run) and before any field is computed.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     m = config.mapping
     df = df.withColumn(POSITION_COLUMN, F.monotonically_increasing_id())
+    if sample is not None:
+        df = df.sample(fraction=sample[0], seed=sample[1])
     if m.topic.is_constant:
         topic = F.lit(m.topic.name)
     else:
@@ -805,6 +814,20 @@ def map_records(df: DataFrame, config: IngestConfig) -> DataFrame:
 
 
 _RAISED = re.compile(re.escape(ERROR_PREFIX) + r"(.*?)(?:\s+SQLSTATE: \w+)?\s*$", re.S)
+
+
+def sample_keys(df: DataFrame, config: IngestConfig, fraction: float, seed: int) -> DataFrame:
+    """(topic, partition, `_kl_order`) of a Bernoulli sample of the source rows, for choosing
+    range bounds (`jobs.ingestion.range_bounds`).
+
+    The sample is taken before the mapping, so only sampled rows are mapped (the key hashing
+    included), and after the source row ids, so `pos` is the id the full run gives the row.
+    Nothing is checked: an invalid row only shifts a bound (the write pass reports it).
+    """
+    from pyspark.sql import functions as F
+
+    mapped = _check_and_partition(_prepare(df, config, (fraction, seed)), config)
+    return mapped.where(F.col("topic").isNotNull()).select("topic", "partition", ORDER_COLUMN)
 
 
 def invalid_record_error(error: BaseException) -> InvalidRecordError | None:
