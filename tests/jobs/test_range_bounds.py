@@ -14,7 +14,7 @@ import pytest
 import jobs.ingestion.range_bounds as rb
 from jobs.ingest import run
 from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.mapping import ORDER_COLUMN, map_records
+from jobs.ingestion.mapping import ORDER_COLUMN, map_records, sample_keys
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
     config_doc,
@@ -120,6 +120,20 @@ def _tasks_in_sorted_order(spark, tasks: int, tmp_path) -> list[tuple[int, str, 
     assert column is not None
     rows = mapped.select(*KEYS, column.alias("task")).orderBy(*KEYS).collect()
     return [(r["task"], r["topic"], r["partition"]) for r in rows]
+
+
+@pytest.mark.spark
+def test_sampled_rows_keep_their_full_run_keys(spark, tmp_path):
+    """The sample is taken after the source row ids: a sampled row maps to the key the full run
+    gives it (`pos` included), so bounds over `pos` (source order) fall where the rows are."""
+    source = _typed_source(spark).cache()
+    config = _typed_config(tmp_path)
+    full = {r[ORDER_COLUMN]["pos"]: r for r in map_records(source, config).select(*KEYS).collect()}
+    sampled = sample_keys(source, config, 0.3, 1).collect()
+    assert 30 <= len(sampled) <= 120
+    assert all(full[r[ORDER_COLUMN]["pos"]] == r for r in sampled)
+    positions = sorted(full)
+    assert max(r[ORDER_COLUMN]["pos"] for r in sampled) >= positions[len(positions) * 3 // 4]
 
 
 @pytest.mark.spark
