@@ -152,12 +152,13 @@ def _literal(value: pa.Scalar, dtype: DataType) -> Column:
     if not value.is_valid:
         return F.lit(None).cast(dtype)
     if isinstance(dtype, T.TimestampType):  # an instant: its microseconds, no time zone
-        return F.timestamp_micros(F.lit(value.cast(pa.int64()).as_py()))
+        micros = value.cast(pa.timestamp("us", tz=value.type.tz)).cast(pa.int64())
+        return F.timestamp_micros(F.lit(micros.as_py()))
     if isinstance(dtype, T.TimestampNTZType):  # wall-clock time: its text, exact to the us
         text = value.as_py().isoformat(sep=" ")
         return F.expr(f"TIMESTAMP_NTZ '{text}'")
     if isinstance(dtype, T.DateType):
-        return F.date_from_unix_date(F.lit(value.cast(pa.int32()).as_py()))
+        return F.date_from_unix_date(F.lit(value.cast(pa.date32()).cast(pa.int32()).as_py()))
     if isinstance(dtype, T.BinaryType):
         return F.lit(bytearray(value.as_py()))
     return F.lit(value.as_py()).cast(dtype)

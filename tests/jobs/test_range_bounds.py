@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,11 +86,20 @@ def _typed_source(spark, n: int = 240):
                 else base + dt.timedelta(seconds=rng.randrange(30)),
                 "seq": None if i % 7 == 0 else rng.randrange(5) * 10**12,
                 "name": None if i % 5 == 0 else rng.choice(["", "a", "b", "é", "zz"]),
+                "day": None if i % 6 == 0 else dt.date(2024, 5, 1 + rng.randrange(3)),
+                "local": None
+                if i % 8 == 0
+                else dt.datetime(2024, 3, 31, 2, 30, rng.randrange(3), rng.randrange(2)),
+                "score": None if i % 9 == 0 else rng.choice([float("nan"), -0.0, 0.0, 1.5]),
+                "amount": None if i % 10 == 0 else Decimal(rng.randrange(-300, 300)) / 100,
+                "flag": None if i % 12 == 0 else rng.random() < 0.5,
+                "raw": None if i % 13 == 0 else bytes([rng.randrange(3)] * rng.randrange(3)),
             }
         )
     schema = (
         "id long, topic string, part int, user string, payload binary, ts timestamp, "
-        "event_time timestamp, seq long, name string"
+        "event_time timestamp, seq long, name string, day date, local timestamp_ntz, "
+        "score double, amount decimal(10, 2), flag boolean, raw binary"
     )
     return spark.createDataFrame(rows, schema).repartition(3, "id")
 
@@ -112,9 +122,17 @@ def _typed_config(tmp_path, ordering=("event_time", "seq", "name")) -> IngestCon
     return IngestConfig.from_dict(doc)
 
 
-def _tasks_in_sorted_order(spark, tasks: int, tmp_path) -> list[tuple[int, str, int]]:
+ORDERINGS = [
+    ("event_time", "seq", "name"),
+    ("day", "local", "score", "amount", "flag", "raw"),
+]
+
+
+def _tasks_in_sorted_order(
+    spark, tasks: int, tmp_path, ordering=ORDERINGS[0]
+) -> list[tuple[int, str, int]]:
     source = _typed_source(spark).cache()
-    config = _typed_config(tmp_path)
+    config = _typed_config(tmp_path, ordering)
     mapped = map_records(source, config)
     column = rb.task_id_column(source, config, tasks, mapped.schema)
     assert column is not None
@@ -137,11 +155,13 @@ def test_sampled_rows_keep_their_full_run_keys(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_every_row_sampled_splits_the_sorted_keys_exactly(spark, tmp_path):
+@pytest.mark.parametrize("ordering", ORDERINGS, ids=["time-long-string", "other-types"])
+def test_every_row_sampled_splits_the_sorted_keys_exactly(spark, tmp_path, ordering):
     """Small input: the sample is every row, so task i holds exactly the sorted rows between
-    bounds i-1 and i, a key equal to a bound in the lower task, nulls sorted first."""
+    bounds i-1 and i: each bound's literal equals its row's key (nulls, NaN, -0.0, wall-clock
+    times included) and a key equal to a bound goes to the lower task."""
     tasks = 5
-    routed = _tasks_in_sorted_order(spark, tasks, tmp_path)
+    routed = _tasks_in_sorted_order(spark, tasks, tmp_path, ordering)
     ids = [t for t, _, _ in routed]
     assert ids == sorted(ids)  # contiguous runs in key order
     edges = [-1, *rb.bound_indices(len(ids), tasks), len(ids) - 1]
