@@ -430,6 +430,10 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
         if s["topy"] > 0:
             return "write pass: read+map+write(py)"
         return "file listing / schema"
+    if "range_bounds" in s["name"]:  # jobs/ingestion/range_bounds.py: a sample mapped, sorted
+        return "bounds: read+sample+map(py)" if s["tasks"] > 1 else "bounds: sort the sample"
+    if s["shw"] > 0 and s["topy"] == 0 and s["shr"] == 0:  # before the bounds: count(*)
+        return "bounds: count source rows"
     if s["shw"] > 0 and s["topy"] > 0:
         cache_reads[group] = 0
         return "range shuffle: read+map(py)"

@@ -66,6 +66,7 @@ from jobs.ingestion.mapping import (
     map_records_with_rejects,
 )
 from jobs.ingestion.planner import OnePassPlan
+from jobs.ingestion.range_bounds import task_id_column
 from jobs.ingestion.relayout import relayout, spark_runner
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
@@ -118,9 +119,22 @@ def _config_hash(config: IngestConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
+def _range_sorted(
+    mapped: DataFrame, tasks: int, source: DataFrame, config: IngestConfig
+) -> DataFrame:
+    """`mapped` in `tasks` contiguous runs of its sorted (topic, partition, order) keys, sorted
+    within each task: routed by bounds from a sample of `source` (`range_bounds`: no sampling
+    job over the mapping), or by Spark's range partitioner for ordering types it cannot bound."""
     keys = ["topic", "partition", ORDER_COLUMN]
-    return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
+    try:
+        task = task_id_column(source, config, tasks, mapped.schema)
+    except KafkaLogError:
+        raise
+    except Exception as error:  # the bounds job is a Spark job: its failure reads as a run's
+        raise _spark_error(error) from None
+    if task is None:
+        return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
+    return mapped.repartitionById(tasks, task).sortWithinPartitions(*keys)
 
 
 def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
@@ -256,8 +270,8 @@ def _spark_rows(
     Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
-    Nothing is cached: mapping ships only keys to Python, so mapping twice (range sampling, then
-    the shuffle) is cheaper than a cache, and the range mode reads its sorted rows once.
+    Nothing is cached: the range mode maps only a sample for its bounds (`range_bounds`), then
+    every row once before the shuffle, and reads its sorted rows once.
     """
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
@@ -271,7 +285,8 @@ def _spark_rows(
         # No shuffle: the one write pass runs over the input splits in source order.
         return records.select(*columns), rejects, choice
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, choice
+    ranged = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks, source.df, config)
+    return ranged, rejects, choice
 
 
 def _write(

@@ -77,6 +77,7 @@ __all__ = [
     "map_records",
     "map_records_with_rejects",
     "mapping_rules",
+    "sample_keys",
 ]
 
 
@@ -134,6 +135,20 @@ def map_records(df: DataFrame, config: IngestConfig) -> DataFrame:
 
 
 _RAISED = re.compile(re.escape(ERROR_PREFIX) + r"(.*?)(?:\s+SQLSTATE: \w+)?\s*$", re.S)
+
+
+def sample_keys(df: DataFrame, config: IngestConfig, fraction: float, seed: int) -> DataFrame:
+    """(topic, partition, `_kl_order`) of a Bernoulli sample of the source rows, for choosing
+    range bounds (`jobs.ingestion.range_bounds`).
+
+    The sample is taken before the mapping, so only sampled rows are mapped (the key hashing
+    included), and after the source row ids, so `pos` is the id the full run gives the row.
+    Nothing is checked: an invalid row only shifts a bound (the write pass reports it).
+    """
+    from pyspark.sql import functions as F
+
+    mapped = check_and_partition(_prepare(df, config, (fraction, seed)), config)
+    return mapped.where(F.col("topic").isNotNull()).select("topic", "partition", ORDER_COLUMN)
 
 
 def invalid_record_error(error: BaseException) -> InvalidRecordError | None:

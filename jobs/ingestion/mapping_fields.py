@@ -197,13 +197,21 @@ def _headers(df: DataFrame, config: IngestConfig) -> Column:
     return (parts[0] if len(parts) == 1 else F.concat(*parts)).cast(HEADERS_TYPE)
 
 
-def prepare_fields(df: DataFrame, config: IngestConfig) -> DataFrame:
-    """Stage 1: every record field as a Spark expression, checked against the source schema."""
+def prepare_fields(
+    df: DataFrame, config: IngestConfig, sample: tuple[float, int] | None = None
+) -> DataFrame:
+    """Stage 1: every record field as a Spark expression, checked against the source schema.
+
+    `sample` = (fraction, seed): a Bernoulli sample of the rows, taken after the source row ids
+    (so a sampled row keeps the id it has in the full run) and before any field is computed.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     m = config.mapping
     df = df.withColumn(POSITION_COLUMN, F.monotonically_increasing_id())
+    if sample is not None:
+        df = df.sample(fraction=sample[0], seed=sample[1])
     if m.topic.is_constant:
         topic = F.lit(m.topic.name)
     else:
