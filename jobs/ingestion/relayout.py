@@ -15,10 +15,12 @@ offsets are final when this runs (direct: planned by the counting pass; range: a
 .log (`moved_batches` with delta 0); only batch headers are walked in Python.
 
 The tail. A closed segment is not the live one a single writer holds (closing added the final
-time-index entry; reopening forgets the bytes since the last index entry), so before the next
-share follows, the tail's batches are appended again to a new log at the tail's base offset (to
-a copy of the published last segment when the tail continues it, as its writer did): the log's
-state is then exactly the single writer's, by construction.
+time-index entry; reopening forgets the bytes since the last index entry). Its batches are not
+appended again: the tail's files are copied kernel-side (`copy_file`: `copy_file_range`, a
+reflink where the file system has them) into a work dir, opened there and taken back to the
+live state its writer had before closing it (`LogSegment.resume_as_active`, which reads that
+state back from the files); the next share's batches follow. The log's state is then the single
+writer's, and the tail's bytes never pass through Python.
 
 Only where it changes something. The size condition alone decides a roll
 (`LogSegment.rolls_by_size`). Where the tail cannot take the next share's first batch by size,
@@ -53,10 +55,11 @@ from jobs.ingestion.commit import (
     SEGMENT_FILE,
     StagedFile,
     TaskManifest,
+    copy_file,
     finalize_task_staging,
     task_staging_dir,
 )
-from jobs.ingestion.writer import WriterSettings, open_range_log
+from jobs.ingestion.writer import WriterSettings
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.log.rebase import moved_batches
@@ -214,9 +217,9 @@ class _Layout:
             self.tail = share
             return
         if self.log is None:
-            self._reopen_tail()
+            self._continue_tail()
         for f in _logs(share):
-            self._append(Path(share.staging_dir) / f.name, 0)
+            self._append(Path(share.staging_dir) / f.name)
 
     def cut(self) -> None:
         """End the current tail: the live log's segments move into `target`, or the staged
@@ -241,29 +244,34 @@ class _Layout:
                 os.link(Path(share.staging_dir) / f.name, self.target / f.name)
                 self.linked[f.name] = f
 
-    def _reopen_tail(self) -> None:
-        """A live log holding the tail as its writer left it before closing it."""
+    def _continue_tail(self) -> None:
+        """A live log holding the tail as its writer left it before closing it, without
+        appending its batches again: the staged tail's files copied kernel-side into a work dir
+        and resumed there (`LogSegment.resume_as_active`)."""
         tail = self.tail
         assert tail is not None
         base = _last_log(tail).base_offset
-        continued = tail.replaces if tail.replaces == base else None
         self.runs += 1
         self.work = self.staging / f"run-{self.runs}" / self.target.name
-        self.log = open_range_log(
-            self.settings,
-            self.job.topic,
-            self.job.partition,
-            tail.first_offset if continued is not None else base,
+        self.work.mkdir(parents=True)
+        for f in tail.files:
+            if f.base_offset == base and f.ext != "snapshot":
+                copy_file(Path(tail.staging_dir) / f.name, self.work / f.name)
+        self.log = PartitionLog.open(
             self.work,
-            continued=continued,
+            self.settings.configs[self.job.topic],
+            had_clean_shutdown=True,
+            leader_epoch=self.settings.leader_epoch,
         )
-        # a continued segment starts with the published bytes, which the copy holds already
-        self._append(Path(tail.staging_dir) / _last_log(tail).name, self.log.active_segment.size)
+        # its writer reopened the published segment it continues (at the share's first
+        # offset), or else created it
+        opened_at = tail.first_offset if tail.replaces == base else base
+        self.log.active_segment.resume_as_active(opened_at)
         self.tail = None
 
-    def _append(self, log_path: Path, start: int) -> None:
+    def _append(self, log_path: Path) -> None:
         assert self.log is not None
-        for piece in moved_batches(log_path, 0, start=start):
+        for piece in moved_batches(log_path, 0):
             self.log.append_batches(piece)
 
 

@@ -134,18 +134,27 @@ def _table(n: int, *, fixed: bool = False, seed: int = 5) -> pa.Table:
 
 
 def _staged_shares(
-    tmp: Path, config: LogConfig, sizes: list[int], *, fixed: bool = False, batch_bytes=BATCH_BYTES
+    tmp: Path,
+    config: LogConfig,
+    sizes: list[int],
+    *,
+    fixed: bool = False,
+    batch_bytes=BATCH_BYTES,
+    published: tuple[int, int] | None = None,
 ):
-    """One partition written by len(sizes) direct tasks (shares of `sizes` rows, in order)."""
+    """One partition written by len(sizes) direct tasks (shares of `sizes` rows, in order);
+    `published`: (log end offset, last segment base) of a published log the first continues."""
     options = batch_options_for(config, leader_epoch=0, now_ms=NOW, max_batch_bytes=batch_bytes)
     settings = WriterSettings(
         output_root=str(tmp / "logs"),
         run_id="r",
         configs={"t": config},
         batch_options={"t": options},
+        continue_segments={} if published is None else {("t", 0): published[1]},
     )
     table = _table(sum(sizes), fixed=fixed)
-    plan = plan_offsets([(i, "t", 0, n) for i, n in enumerate(sizes)], {}).as_lookup()
+    leo = {} if published is None else {("t", 0): published[0]}
+    plan = plan_offsets([(i, "t", 0, n) for i, n in enumerate(sizes)], leo).as_lookup()
     manifests, at = [], 0
     for task, n in enumerate(sizes):
         rows = table.slice(at, n).to_batches()
@@ -155,8 +164,14 @@ def _staged_shares(
 
 
 @pytest.mark.parametrize("sizes", [[3, 40, 1, 1, 90, 7], [200, 150, 300]])
-def test_shares_laid_out_as_one_writer(tmp_path, sizes):
-    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300})
+@pytest.mark.parametrize("segment_ms", [None, 20_000], ids=["size-rolls", "time-rolls"])
+def test_shares_laid_out_as_one_writer(tmp_path, sizes, segment_ms):
+    """Tails continued (the first share's segment takes the second's batches), rolls inside
+    a continued tail, by size and (segment.ms: ~45 records a segment) by time."""
+    settings_doc = {"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300}
+    if segment_ms is not None:
+        settings_doc["segment.ms"] = segment_ms
+    config = LogConfig.from_dict(settings_doc)
     manifests, settings = _staged_shares(tmp_path, config, sizes)
     logs = _staged_logs(manifests)
     kept, jobs = plan_relayout(manifests, settings)
@@ -169,6 +184,30 @@ def test_shares_laid_out_as_one_writer(tmp_path, sizes):
     assert report.segments_after == len(merged.segment_bases) < report.segments_before
     expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)])
     assert _segment_files(Path(merged.staging_dir)) == expected
+
+
+def test_a_tail_that_continues_the_published_segment(tmp_path):
+    """The first share continued the published last segment (its writer reopened a copy, as
+    a broker does); the next shares continue that tail in turn."""
+    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300})
+    log = PartitionLog.create(tmp_path / "logs" / "t-0", config, leader_epoch=0)
+    log.append_records(
+        _table(12, seed=9).select(["key", "value", "timestamp"]),
+        now_ms=NOW,
+        max_batch_bytes=BATCH_BYTES,
+    )
+    published = (log.log_end_offset, log.active_segment.base_offset)
+    log.close(fsync=False)
+    snapshot = tmp_path / "published"
+    shutil.copytree(tmp_path / "logs" / "t-0", snapshot)
+    manifests, settings = _staged_shares(tmp_path, config, [2, 3, 30, 1], published=published)
+    assert manifests[0].replaces == published[1] == manifests[0].segment_bases[-1]
+    logs = _staged_logs(manifests)
+    placed, report = relayout(manifests, settings, local_runner(settings))
+    assert report.partitions == 1 and placed[0].replaces == published[1]
+    expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)], snapshot)
+    kept = {n: b for n, b in expected.items() if int(n[:20]) >= published[1]}
+    assert _segment_files(Path(placed[0].staging_dir)) == kept
 
 
 def _one_record_batch_size(tmp: Path) -> int:

@@ -447,6 +447,24 @@ def place_ranges(
     return placed
 
 
+def copy_file(source: Path, dest: Path) -> None:
+    """Copy a file's bytes kernel-side (`copy_file_range`: a reflink where the file system has
+    them, else an in-kernel copy; never through this process's memory); a new file."""
+    with open(source, "rb") as src, open(dest, "wb") as dst:
+        left = os.fstat(src.fileno()).st_size
+        try:
+            while left > 0:
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                if copied == 0:
+                    raise OSError(f"{source}: ended before its size while being copied")
+                left -= copied
+        except (AttributeError, OSError):  # no copy_file_range here (platform, file system)
+            src.seek(0)
+            dst.seek(0)
+            dst.truncate()
+            shutil.copyfileobj(src, dst, _CHUNK)
+
+
 def copy_segment_for_continuation(
     output_root: str | os.PathLike[str],
     topic: str,
@@ -461,7 +479,7 @@ def copy_segment_for_continuation(
     for ext in SEGMENT_FILE_ORDER:
         path = source / segment_file_name(base_offset, ext)
         if path.exists():
-            shutil.copyfile(path, dest / path.name)
+            copy_file(path, dest / path.name)
             copied.append(dest / path.name)
     if not copied or copied[0].suffix != ".log":
         raise IngestError(
