@@ -200,7 +200,7 @@ def test_a_tail_that_continues_the_published_segment(tmp_path):
     log.close(fsync=False)
     snapshot = tmp_path / "published"
     shutil.copytree(tmp_path / "logs" / "t-0", snapshot)
-    manifests, settings = _staged_shares(tmp_path, config, [2, 3, 30, 1], published=published)
+    manifests, settings = _staged_shares(tmp_path, config, [1, 3, 30, 1], published=published)
     assert manifests[0].replaces == published[1] == manifests[0].segment_bases[-1]
     logs = _staged_logs(manifests)
     placed, report = relayout(manifests, settings, local_runner(settings))
