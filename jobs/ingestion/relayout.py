@@ -76,6 +76,9 @@ class RelayoutJob:
     topic: str
     partition: int
     shares: tuple[TaskManifest, ...]
+    # False: no boundary can be continued, the shares' segments are kept (hard-linked) and
+    # only made durable (their tasks staged them without fsync)
+    merge: bool = True
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class RelayoutReport:
     partitions: int = 0
     segments_before: int = 0
     segments_after: int = 0
+    synced: int = 0  # partitions whose shares were kept as staged, only fsynced
 
     @property
     def saved(self) -> int:
@@ -110,17 +114,19 @@ def relayout(
     kept, jobs = plan_relayout(manifests, settings)
     if not jobs:
         return kept, RelayoutReport()
-    merged = run(jobs)
-    before = sum(len(s.segment_bases) for job in jobs for s in job.shares)
-    after = sum(len(m.segment_bases) for m in merged)
-    return kept + merged, RelayoutReport(len(jobs), before, after)
+    done = run(jobs)
+    merged = [(job, m) for job, m in zip(jobs, done, strict=True) if job.merge]
+    before = sum(len(s.segment_bases) for job, _ in merged for s in job.shares)
+    after = sum(len(m.segment_bases) for _, m in merged)
+    return kept + done, RelayoutReport(len(merged), before, after, len(jobs) - len(merged))
 
 
 def plan_relayout(
     manifests: Iterable[TaskManifest], settings: WriterSettings
 ) -> tuple[list[TaskManifest], list[RelayoutJob]]:
     """(manifests kept as they are, the partitions to relayout): a partition is laid out again
-    when at some share boundary the tail as staged could take the next share's first batch."""
+    when at some share boundary the tail as staged could take the next share's first batch;
+    one whose shares were staged without fsync is a job too (`merge=False`: kept, synced)."""
     by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
     for m in manifests:
         by_partition.setdefault((m.topic, m.partition), []).append(m)
@@ -129,11 +135,14 @@ def plan_relayout(
     for (topic, partition), shares in sorted(by_partition.items()):
         shares.sort(key=lambda m: (m.first_offset, m.range_index))
         segment_bytes = int(settings.configs[topic].segment_bytes)
-        if all(s.segment_bases and not s.provisional for s in shares) and any(
+        movable = all(s.segment_bases and not s.provisional for s in shares)
+        if movable and any(
             not LogSegment.rolls_by_size(_last_log(a).size, first_batch_size(b), segment_bytes)
             for a, b in pairwise(shares)
         ):
             jobs.append(RelayoutJob(topic, partition, tuple(shares)))
+        elif movable and not all(s.durable for s in shares):
+            jobs.append(RelayoutJob(topic, partition, tuple(shares), merge=False))
         else:
             kept.extend(shares)
     return kept, jobs
@@ -181,6 +190,7 @@ def relayout_partition(
         leader_epoch=shares[0].leader_epoch,
         native=all(s.native for s in shares),  # moved, not encoded: the tasks' encoders wrote them
         known=layout.linked,
+        unsynced=layout.unsynced,
     )
 
 
@@ -199,6 +209,7 @@ class _Layout:
         self.target = staging / partition_dir_name(job.topic, job.partition)
         self.target.mkdir()
         self.linked: dict[str, StagedFile] = {}
+        self.unsynced: set[str] = set()  # linked from shares staged without fsync
         self.tail: TaskManifest | None = None
         self.log: PartitionLog | None = None
         self.work: Path | None = None
@@ -243,6 +254,8 @@ class _Layout:
             if (f.base_offset == last) == keep_last:
                 os.link(Path(share.staging_dir) / f.name, self.target / f.name)
                 self.linked[f.name] = f
+                if not share.durable:
+                    self.unsynced.add(f.name)
 
     def _continue_tail(self) -> None:
         """A live log holding the tail as its writer left it before closing it, without

@@ -143,6 +143,9 @@ class _RangeWriter:
         self.max_timestamp = -1
         self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
+        # fsync what it staged: False for a share of a partition other tasks write too, which
+        # the relayout will copy (or sync), never publish as it is
+        self.sync = True
         self.log = self._open_log()
 
     def _open_log(self) -> PartitionLog:
@@ -193,7 +196,8 @@ class _RangeWriter:
         if keep > 0:
             written = head(encoded, keep)
             self.log.append_batches(written)
-            self.log.start_writeback()  # the disk works while later chunks are encoded
+            if self.sync:
+                self.log.start_writeback()  # the disk works while later chunks are encoded
             self.records += int(written.record_counts.sum())
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if not final:
@@ -241,6 +245,7 @@ class _RangeWriter:
             leader_epoch=self.settings.leader_epoch,
             provisional=a.provisional,
             native=self.native,
+            sync=self.sync,
         )
 
 
@@ -391,6 +396,20 @@ def write_task(
         yield writer.finish()
 
 
+def _shared_partitions(
+    plan: Mapping[tuple[int, str, int], RangeAssignment],
+) -> set[tuple[str, int]]:
+    """The partitions a counted plan splits over several tasks: their shares are relaid out
+    (copied, or synced where kept) before the publish, so their tasks need not fsync them.
+    Empty for a provisional plan, whose ranges are placed (and fsynced) afterwards."""
+    if isinstance(plan, ProvisionalPlan):
+        return set()
+    tasks: dict[tuple[str, int], int] = {}
+    for _task, topic, partition in plan:
+        tasks[(topic, partition)] = tasks.get((topic, partition), 0) + 1
+    return {tp for tp, n in tasks.items() if n > 1}
+
+
 def _range_writer(
     plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     key: tuple[int, str, int],
@@ -509,6 +528,7 @@ def write_task_direct(
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
+    shared = _shared_partitions(plan)
     writers: dict[tuple[str, int], _RangeWriter] = {}
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
@@ -521,6 +541,7 @@ def write_task_direct(
                 writer = _range_writer(
                     plan, (task_index, topic, partition), settings, staging, attempt_id
                 )
+                writer.sync = (topic, partition) not in shared
                 writers[(topic, partition)] = writer
                 _share_budget(writers.values(), settings.chunk_bytes)
             # Each partition gets its own copy of its rows: slices of one shared copy would keep

@@ -7,6 +7,7 @@ The oracle is the core's `PartitionLog` appending the staged batches one by one 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.commit import SEGMENT_FILE, TaskManifest
+from jobs.ingestion.commit import SEGMENT_FILE, PlanError, TaskManifest, plan_publish
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.planner import plan_offsets
 from jobs.ingestion.relayout import local_runner, plan_relayout, relayout
@@ -210,6 +211,17 @@ def test_a_tail_that_continues_the_published_segment(tmp_path):
     assert _segment_files(Path(placed[0].staging_dir)) == kept
 
 
+def test_shares_staged_without_fsync_are_never_published_as_they_are(tmp_path):
+    """The durability guard: only the relayout's (fsynced) output of such shares publishes."""
+    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES})
+    manifests, settings = _staged_shares(tmp_path, config, [5, 5])
+    with pytest.raises(PlanError, match="without fsync"):
+        plan_publish(manifests, {}, output_root=settings.output_root, run_id="r")
+    placed, _ = relayout(manifests, settings, local_runner(settings))
+    plan = plan_publish(placed, {}, output_root=settings.output_root, run_id="r")
+    assert [p.dir_name for p in plan.partitions] == ["t-0"]
+
+
 def _one_record_batch_size(tmp: Path) -> int:
     manifests, _ = _staged_shares(tmp, LogConfig.from_dict({}), [1], fixed=True, batch_bytes=1)
     return manifests[0].size_bytes - sum(f.size for f in manifests[0].files if f.ext != "log")
@@ -222,10 +234,16 @@ def test_only_boundaries_one_writer_continues_are_laid_out(tmp_path):
     batch = _one_record_batch_size(tmp_path / "probe")
     config = LogConfig.from_dict({"segment.bytes": 3 * batch + batch // 2})
     full, settings = _staged_shares(tmp_path / "full", config, [3, 3, 3], fixed=True, batch_bytes=1)
+    assert not any(m.durable for m in full)  # shares of one partition: staged without fsync
     kept, jobs = plan_relayout(full, settings)
-    assert jobs == [] and len(kept) == 3
+    assert kept == [] and [job.merge for job in jobs] == [False]  # kept as staged, synced
     placed, report = relayout(full, settings, local_runner(settings))
-    assert placed == kept and report.partitions == 0 and "no partition" in report.describe()
+    assert report.partitions == 0 and report.synced == 1 and "no partition" in report.describe()
+    assert [m.durable for m in placed] == [True]
+    assert placed[0].segment_bases == [0, 3, 6]
+    assert all(p.stat().st_nlink > 1 for p in Path(placed[0].staging_dir).iterdir())
+    durable = [dataclasses.replace(m, durable=True) for m in full]  # e.g. written with fsync
+    assert plan_relayout(durable, settings) == (durable, [])
 
     mixed, settings = _staged_shares(
         tmp_path / "mixed", config, [3, 1, 1, 1, 3, 2], fixed=True, batch_bytes=1

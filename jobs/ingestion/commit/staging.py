@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -134,10 +134,12 @@ def crc32c_file(path: Path) -> str:
         return _crc32c_stream(f)
 
 
-def _sync_and_checksum(path: Path) -> str:
-    """fsync a staged file and checksum it through one open (the bytes are in the page cache)."""
+def _sync_and_checksum(path: Path, sync: bool = True) -> str:
+    """fsync a staged file (`sync`) and checksum it through one open (the bytes are in the page
+    cache)."""
     with open(path, "rb") as f:
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
         return _crc32c_stream(f)
 
 
@@ -197,6 +199,9 @@ class TaskManifest:
     size_bytes: int = 0
     provisional: bool = False
     native: bool = False  # the writing task encoded with the C loops (kafkalog_core.native)
+    # the staged files were fsynced; False: a share the relayout will copy or sync (never
+    # published as it is: `plan_publish` refuses it)
+    durable: bool = True
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -329,6 +334,8 @@ def finalize_task_staging(
     provisional: bool = False,
     native: bool | None = None,
     known: Mapping[str, StagedFile] | None = None,
+    unsynced: Collection[str] = (),
+    sync: bool = True,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -343,8 +350,12 @@ def finalize_task_staging(
     `native` (default: whether this process has the C loops) lets a job report what its
     executors ran: a cluster's executors may lack the build the driver has.
 
-    `known`: files hard-linked from other staged ranges (already durable and checksummed), by
-    name; one of the same size keeps its entry instead of being read again.
+    `known`: files hard-linked from other staged ranges (already checksummed), by name; one of
+    the same size keeps its entry instead of being read again, and is fsynced only when named
+    in `unsynced` (its range was staged without `sync`).
+
+    `sync=False` checksums without fsyncs: for a range that will not be published as it is
+    (the relayout copies it, or syncs it first); its manifest says `durable=False`.
     """
     base = Path(staging_dir)
     files = []
@@ -356,11 +367,14 @@ def finalize_task_staging(
         size = path.stat().st_size
         same = (known or {}).get(path.name)
         if same is not None and same.size == size:
+            if sync and path.name in unsynced:
+                fsync_file(path)
             files.append(same)
             continue
-        checksum = _sync_and_checksum(path)
+        checksum = _sync_and_checksum(path, sync)
         files.append(StagedFile(path.name, size, checksum))
-    fsync_dir(base)
+    if sync:
+        fsync_dir(base)
     manifest = TaskManifest(
         run_id=run_id,
         task_key=task_key,
@@ -379,6 +393,7 @@ def finalize_task_staging(
         size_bytes=sum(f.size for f in files),
         provisional=provisional,
         native=native_loops.module is not None if native is None else native,
+        durable=sync,
     )
     _validate_manifest(manifest)
     if write:
