@@ -191,6 +191,7 @@ def relayout_partition(
         native=all(s.native for s in shares),  # moved, not encoded: the tasks' encoders wrote them
         known=layout.linked,
         unsynced=layout.unsynced,
+        prefixes=layout.copied,
     )
 
 
@@ -210,6 +211,7 @@ class _Layout:
         self.target.mkdir()
         self.linked: dict[str, StagedFile] = {}
         self.unsynced: set[str] = set()  # linked from shares staged without fsync
+        self.copied: dict[str, StagedFile] = {}  # a continued tail's .log: the staged copy
         self.tail: TaskManifest | None = None
         self.log: PartitionLog | None = None
         self.work: Path | None = None
@@ -270,6 +272,8 @@ class _Layout:
         for f in tail.files:
             if f.base_offset == base and f.ext != "snapshot":
                 copy_file(Path(tail.staging_dir) / f.name, self.work / f.name)
+                if f.ext == "log":  # appended to, never rewritten: its checksum continues
+                    self.copied[f.name] = f
         self.log = PartitionLog.open(
             self.work,
             self.settings.configs[self.job.topic],

@@ -17,7 +17,13 @@ import pyarrow as pa
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.commit import SEGMENT_FILE, PlanError, TaskManifest, plan_publish
+from jobs.ingestion.commit import (
+    SEGMENT_FILE,
+    PlanError,
+    TaskManifest,
+    plan_publish,
+    verify_manifest,
+)
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.planner import plan_offsets
 from jobs.ingestion.relayout import local_runner, plan_relayout, relayout
@@ -185,6 +191,7 @@ def test_shares_laid_out_as_one_writer(tmp_path, sizes, segment_ms):
     assert report.segments_after == len(merged.segment_bases) < report.segments_before
     expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)])
     assert _segment_files(Path(merged.staging_dir)) == expected
+    verify_manifest(merged)  # sizes and CRC-32Cs (a continued tail's: extended, not re-read)
 
 
 def test_a_tail_that_continues_the_published_segment(tmp_path):
@@ -209,6 +216,7 @@ def test_a_tail_that_continues_the_published_segment(tmp_path):
     expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)], snapshot)
     kept = {n: b for n, b in expected.items() if int(n[:20]) >= published[1]}
     assert _segment_files(Path(placed[0].staging_dir)) == kept
+    verify_manifest(placed[0])
 
 
 def test_shares_staged_without_fsync_are_never_published_as_they_are(tmp_path):

@@ -118,11 +118,11 @@ def fsync_file(path: Path) -> None:
 _CHUNK = 1 << 20
 
 
-def _crc32c_stream(f) -> str:
-    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file, as 8 hex digits."""
+def _crc32c_stream(f, crc: int = 0) -> str:
+    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file from where it stands,
+    continuing `crc` (that of the bytes before), as 8 hex digits."""
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    crc = 0
     while n := f.readinto(buf):
         crc = crc32c(view[:n], crc)
     return f"{crc:08x}"
@@ -134,13 +134,16 @@ def crc32c_file(path: Path) -> str:
         return _crc32c_stream(f)
 
 
-def _sync_and_checksum(path: Path, sync: bool = True) -> str:
+def _sync_and_checksum(path: Path, sync: bool = True, prefix: StagedFile | None = None) -> str:
     """fsync a staged file (`sync`) and checksum it through one open (the bytes are in the page
-    cache)."""
+    cache); `prefix`: its first bytes are a copy of that file, whose checksum continues."""
     with open(path, "rb") as f:
         if sync:
             os.fsync(f.fileno())
-        return _crc32c_stream(f)
+        if prefix is None:
+            return _crc32c_stream(f)
+        f.seek(prefix.size)
+        return _crc32c_stream(f, int(prefix.crc32c, 16))
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -336,6 +339,7 @@ def finalize_task_staging(
     known: Mapping[str, StagedFile] | None = None,
     unsynced: Collection[str] = (),
     sync: bool = True,
+    prefixes: Mapping[str, StagedFile] | None = None,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -354,6 +358,9 @@ def finalize_task_staging(
     the same size keeps its entry instead of being read again, and is fsynced only when named
     in `unsynced` (its range was staged without `sync`).
 
+    `prefixes`: files (by name) that start with a copy of another staged file, appended to since
+    (a continued segment): only the bytes after that copy are read for the checksum.
+
     `sync=False` checksums without fsyncs: for a range that will not be published as it is
     (the relayout copies it, or syncs it first); its manifest says `durable=False`.
     """
@@ -371,7 +378,10 @@ def finalize_task_staging(
                 fsync_file(path)
             files.append(same)
             continue
-        checksum = _sync_and_checksum(path, sync)
+        prefix = (prefixes or {}).get(path.name)
+        checksum = _sync_and_checksum(
+            path, sync, prefix if prefix and prefix.size <= size else None
+        )
         files.append(StagedFile(path.name, size, checksum))
     if sync:
         fsync_dir(base)
