@@ -27,13 +27,20 @@ Only where it changes something. The size condition alone decides a roll
 one writer rolls there too, at the share's first offset, and from there writes exactly the
 share's own segments: those are hard-linked (same file system, checksums reused), not copied,
 and that share's last segment becomes the tail. A partition with no boundary the tail could take
-keeps its manifests as they are; the driver tells that from the manifests' sizes and one header
+keeps its manifests as they are (synced first if staged without fsync, below); the driver tells that from the manifests' sizes and one header
 read per share. (A boundary the size allows but segment.ms rolls is copied: correct, slower.)
 
-Where. One Spark task per partition to relayout (`spark_runner`), writing into its own attempt's
-staging dir (task key `relayout-<n>`) under the run's staging; it returns one ordinary
-`TaskManifest` that replaces the partition's share manifests. The publish and its crash safety
-see nothing new: before the publish everything is staging, as the write tasks' output is.
+Where. One Spark stage (`spark_runner`) whose tasks take the partitions' jobs, at most one
+task per core; each partition is laid out in its own attempt's staging dir (task key
+`relayout-<n>`) under the run's staging and gives one ordinary `TaskManifest` that replaces its
+share manifests. The publish and its crash safety see nothing new: before the publish
+everything is staging, as the write tasks' output is.
+
+Each byte fsynced once. A direct-mode task's share of a partition that other tasks write too is
+staged without fsync (`durable=False`): it is either copied here, and the copy fsynced, or, when
+no boundary can be continued, kept as staged in a job of its own (`merge=False`) that hard-links
+its files and fsyncs them. Everything published is durable before the publish journal, as
+before (`plan_publish` refuses a manifest staged without fsync).
 
 The bound. One writer's segments hold at least segment.bytes minus one batch each (time rolls
 aside), so a run leaves a partition at most ceil(bytes / (segment.bytes - largest batch)) + 1
@@ -305,18 +312,36 @@ def local_runner(settings: WriterSettings, attempt_id: str = "0") -> Runner:
 
 
 def spark_runner(spark, settings: WriterSettings) -> Runner:
-    """Runs the jobs as one Spark stage, a task per partition (the bytes move on executors,
-    beside the staged files, never through the driver)."""
+    """Runs the jobs as one Spark stage (the bytes move on executors, beside the staged files,
+    never through the driver), at most one task per core: a job's work is often smaller than a
+    task's own cost (a Python worker's round trip, ~80 ms on a quiet machine), so a task takes
+    several jobs, spread by staged bytes (largest first, to the task with the fewest)."""
 
     def run(jobs: Sequence[RelayoutJob]) -> list[TaskManifest]:
         def task(rows):
             from pyspark import TaskContext
 
             attempt = str(TaskContext.get().taskAttemptId())
-            for index, job in rows:
-                yield relayout_partition(job, f"relayout-{index}", attempt, settings).to_json()
+            for group in rows:
+                for index, job in group:
+                    manifest = relayout_partition(job, f"relayout-{index}", attempt, settings)
+                    yield index, manifest.to_json()
 
-        rdd = spark.sparkContext.parallelize(list(enumerate(jobs)), len(jobs))
-        return [TaskManifest.from_json(text) for text in rdd.mapPartitions(task).collect()]
+        groups = job_groups(jobs, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize(groups, len(groups))
+        done = dict(rdd.mapPartitions(task).collect())
+        return [TaskManifest.from_json(done[i]) for i in range(len(jobs))]
 
     return run
+
+
+def job_groups(jobs: Sequence[RelayoutJob], tasks: int) -> list[list[tuple[int, RelayoutJob]]]:
+    """The jobs (with their index) in at most `tasks` groups of about equal staged bytes."""
+    groups: list[list[tuple[int, RelayoutJob]]] = [[] for _ in range(max(1, min(tasks, len(jobs))))]
+    loads = [0] * len(groups)
+    by_size = sorted(enumerate(jobs), key=lambda ij: -sum(s.size_bytes for s in ij[1].shares))
+    for index, job in by_size:
+        k = loads.index(min(loads))
+        groups[k].append((index, job))
+        loads[k] += sum(s.size_bytes for s in job.shares)
+    return groups

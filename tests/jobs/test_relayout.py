@@ -26,7 +26,13 @@ from jobs.ingestion.commit import (
 )
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.planner import plan_offsets
-from jobs.ingestion.relayout import local_runner, plan_relayout, relayout
+from jobs.ingestion.relayout import (
+    RelayoutJob,
+    job_groups,
+    local_runner,
+    plan_relayout,
+    relayout,
+)
 from jobs.ingestion.writer import WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
@@ -228,6 +234,22 @@ def test_shares_staged_without_fsync_are_never_published_as_they_are(tmp_path):
     placed, _ = relayout(manifests, settings, local_runner(settings))
     plan = plan_publish(placed, {}, output_root=settings.output_root, run_id="r")
     assert [p.dir_name for p in plan.partitions] == ["t-0"]
+
+
+def test_jobs_grouped_per_core_by_staged_bytes():
+    """The Spark runner's tasks: at most one per core, every job once, bytes spread evenly."""
+
+    def job(partition: int, size: int) -> RelayoutJob:
+        share = TaskManifest("r", "t", "0", "t", partition, 0, 0, 0, 0, "/s", (), size_bytes=size)
+        return RelayoutJob("t", partition, (share,))
+
+    jobs = [job(p, size) for p, size in enumerate([10, 80, 30, 50, 40, 20, 60, 70])]
+    groups = job_groups(jobs, 2)
+    assert len(groups) == 2
+    assert sorted(i for g in groups for i, _ in g) == list(range(8))
+    assert all(jobs[i] is j for g in groups for i, j in g)
+    assert sorted(sum(j.shares[0].size_bytes for _, j in g) for g in groups) == [180, 180]
+    assert len(job_groups(jobs[:1], 4)) == 1 and job_groups([], 2) == [[]]
 
 
 def _one_record_batch_size(tmp: Path) -> int:
