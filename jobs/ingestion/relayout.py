@@ -14,23 +14,32 @@ offsets are final when this runs (after `place_ranges`), so moving one is a byte
 .log (`moved_batches` with delta 0); only batch headers are walked in Python.
 
 The tail. A closed segment is not the live one a single writer holds (closing added the final
-time-index entry; reopening forgets the bytes since the last index entry), so before the next
-share follows, the tail's batches are appended again to a new log at the tail's base offset (to
-a copy of the published last segment when the tail continues it, as its writer did): the log's
-state is then exactly the single writer's, by construction.
+time-index entry; reopening forgets the bytes since the last index entry). Its batches are not
+appended again: the tail's files are copied kernel-side (`copy_file`: `copy_file_range`, a
+reflink where the file system has them) into a work dir, opened there and taken back to the
+live state its writer had before closing it (`LogSegment.resume_as_active`, which reads that
+state back from the files); the next share's batches follow. The log's state is then the single
+writer's, and the tail's bytes never pass through Python.
 
 Only where it changes something. The size condition alone decides a roll
 (`LogSegment.rolls_by_size`). Where the tail cannot take the next share's first batch by size,
 one writer rolls there too, at the share's first offset, and from there writes exactly the
 share's own segments: those are hard-linked (same file system, checksums reused), not copied,
 and that share's last segment becomes the tail. A partition with no boundary the tail could take
-keeps its manifests as they are; the driver tells that from the manifests' sizes and one header
+keeps its manifests as they are (synced first if staged without fsync, below); the driver tells that from the manifests' sizes and one header
 read per share. (A boundary the size allows but segment.ms rolls is copied: correct, slower.)
 
-Where. One Spark task per partition to relayout (`spark_runner`), writing into its own attempt's
-staging dir (task key `relayout-<n>`) under the run's staging; it returns one ordinary
-`TaskManifest` that replaces the partition's share manifests. The publish and its crash safety
-see nothing new: before the publish everything is staging, as the write tasks' output is.
+Where. One Spark stage (`spark_runner`) whose tasks take the partitions' jobs, at most one
+task per core; each partition is laid out in its own attempt's staging dir (task key
+`relayout-<n>`) under the run's staging and gives one ordinary `TaskManifest` that replaces its
+share manifests. The publish and its crash safety see nothing new: before the publish
+everything is staging, as the write tasks' output is.
+
+Each byte fsynced once. A direct-mode task's share of a partition that other tasks write too is
+staged without fsync (`durable=False`): it is either copied here, and the copy fsynced, or, when
+no boundary can be continued, kept as staged in a job of its own (`merge=False`) that hard-links
+its files and fsyncs them. Everything published is durable before the publish journal, as
+before (`plan_publish` refuses a manifest staged without fsync).
 
 The bound. One writer's segments hold at least segment.bytes minus one batch each (time rolls
 aside), so a run leaves a partition at most ceil(bytes / (segment.bytes - largest batch)) + 1
@@ -52,10 +61,11 @@ from jobs.ingestion.commit import (
     SEGMENT_FILE,
     StagedFile,
     TaskManifest,
+    copy_file,
     finalize_task_staging,
     task_staging_dir,
 )
-from jobs.ingestion.writer import WriterSettings, open_range_log
+from jobs.ingestion.writer import WriterSettings
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.log.rebase import moved_batches
@@ -72,6 +82,9 @@ class RelayoutJob:
     topic: str
     partition: int
     shares: tuple[TaskManifest, ...]
+    # False: no boundary can be continued, the shares' segments are kept (hard-linked) and
+    # only made durable (their tasks staged them without fsync)
+    merge: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class RelayoutReport:
     partitions: int = 0
     segments_before: int = 0
     segments_after: int = 0
+    synced: int = 0  # partitions whose shares were kept as staged, only fsynced
 
     @property
     def saved(self) -> int:
@@ -106,17 +120,19 @@ def relayout(
     kept, jobs = plan_relayout(manifests, settings)
     if not jobs:
         return kept, RelayoutReport()
-    merged = run(jobs)
-    before = sum(len(s.segment_bases) for job in jobs for s in job.shares)
-    after = sum(len(m.segment_bases) for m in merged)
-    return kept + merged, RelayoutReport(len(jobs), before, after)
+    done = run(jobs)
+    merged = [(job, m) for job, m in zip(jobs, done, strict=True) if job.merge]
+    before = sum(len(s.segment_bases) for job, _ in merged for s in job.shares)
+    after = sum(len(m.segment_bases) for _, m in merged)
+    return kept + done, RelayoutReport(len(merged), before, after, len(jobs) - len(merged))
 
 
 def plan_relayout(
     manifests: Iterable[TaskManifest], settings: WriterSettings
 ) -> tuple[list[TaskManifest], list[RelayoutJob]]:
     """(manifests kept as they are, the partitions to relayout): a partition is laid out again
-    when at some share boundary the tail as staged could take the next share's first batch."""
+    when at some share boundary the tail as staged could take the next share's first batch;
+    one whose shares were staged without fsync is a job too (`merge=False`: kept, synced)."""
     by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
     for m in manifests:
         by_partition.setdefault((m.topic, m.partition), []).append(m)
@@ -125,11 +141,14 @@ def plan_relayout(
     for (topic, partition), shares in sorted(by_partition.items()):
         shares.sort(key=lambda m: (m.first_offset, m.range_index))
         segment_bytes = int(settings.configs[topic].segment_bytes)
-        if all(s.segment_bases and not s.provisional for s in shares) and any(
+        movable = all(s.segment_bases and not s.provisional for s in shares)
+        if movable and any(
             not LogSegment.rolls_by_size(_last_log(a).size, first_batch_size(b), segment_bytes)
             for a, b in pairwise(shares)
         ):
             jobs.append(RelayoutJob(topic, partition, tuple(shares)))
+        elif movable and not all(s.durable for s in shares):
+            jobs.append(RelayoutJob(topic, partition, tuple(shares), merge=False))
         else:
             kept.extend(shares)
     return kept, jobs
@@ -177,6 +196,8 @@ def relayout_partition(
         leader_epoch=shares[0].leader_epoch,
         native=all(s.native for s in shares),  # moved, not encoded: the tasks' encoders wrote them
         known=layout.linked,
+        unsynced=layout.unsynced,
+        prefixes=layout.copied,
     )
 
 
@@ -195,6 +216,8 @@ class _Layout:
         self.target = staging / partition_dir_name(job.topic, job.partition)
         self.target.mkdir()
         self.linked: dict[str, StagedFile] = {}
+        self.unsynced: set[str] = set()  # linked from shares staged without fsync
+        self.copied: dict[str, StagedFile] = {}  # a continued tail's .log: the staged copy
         self.tail: TaskManifest | None = None
         self.log: PartitionLog | None = None
         self.work: Path | None = None
@@ -213,9 +236,9 @@ class _Layout:
             self.tail = share
             return
         if self.log is None:
-            self._reopen_tail()
+            self._continue_tail()
         for f in _logs(share):
-            self._append(Path(share.staging_dir) / f.name, 0)
+            self._append(Path(share.staging_dir) / f.name)
 
     def cut(self) -> None:
         """End the current tail: the live log's segments move into `target`, or the staged
@@ -239,30 +262,39 @@ class _Layout:
             if (f.base_offset == last) == keep_last:
                 os.link(Path(share.staging_dir) / f.name, self.target / f.name)
                 self.linked[f.name] = f
+                if not share.durable:
+                    self.unsynced.add(f.name)
 
-    def _reopen_tail(self) -> None:
-        """A live log holding the tail as its writer left it before closing it."""
+    def _continue_tail(self) -> None:
+        """A live log holding the tail as its writer left it before closing it, without
+        appending its batches again: the staged tail's files copied kernel-side into a work dir
+        and resumed there (`LogSegment.resume_as_active`)."""
         tail = self.tail
         assert tail is not None
         base = _last_log(tail).base_offset
-        continued = tail.replaces if tail.replaces == base else None
         self.runs += 1
         self.work = self.staging / f"run-{self.runs}" / self.target.name
-        self.log = open_range_log(
-            self.settings,
-            self.job.topic,
-            self.job.partition,
-            tail.first_offset if continued is not None else base,
+        self.work.mkdir(parents=True)
+        for f in tail.files:
+            if f.base_offset == base and f.ext != "snapshot":
+                copy_file(Path(tail.staging_dir) / f.name, self.work / f.name)
+                if f.ext == "log":  # appended to, never rewritten: its checksum continues
+                    self.copied[f.name] = f
+        self.log = PartitionLog.open(
             self.work,
-            continued=continued,
+            self.settings.configs[self.job.topic],
+            had_clean_shutdown=True,
+            leader_epoch=self.settings.leader_epoch,
         )
-        # a continued segment starts with the published bytes, which the copy holds already
-        self._append(Path(tail.staging_dir) / _last_log(tail).name, self.log.active_segment.size)
+        # its writer reopened the published segment it continues (at the share's first
+        # offset), or else created it
+        opened_at = tail.first_offset if tail.replaces == base else base
+        self.log.active_segment.resume_as_active(opened_at)
         self.tail = None
 
-    def _append(self, log_path: Path, start: int) -> None:
+    def _append(self, log_path: Path) -> None:
         assert self.log is not None
-        for piece in moved_batches(log_path, 0, start=start):
+        for piece in moved_batches(log_path, 0):
             self.log.append_batches(piece)
 
 
@@ -279,18 +311,36 @@ def local_runner(settings: WriterSettings, attempt_id: str = "0") -> Runner:
 
 
 def spark_runner(spark, settings: WriterSettings) -> Runner:
-    """Runs the jobs as one Spark stage, a task per partition (the bytes move on executors,
-    beside the staged files, never through the driver)."""
+    """Runs the jobs as one Spark stage (the bytes move on executors, beside the staged files,
+    never through the driver), at most one task per core: a job's work is often smaller than a
+    task's own cost (a Python worker's round trip, ~80 ms on a quiet machine), so a task takes
+    several jobs, spread by staged bytes (largest first, to the task with the fewest)."""
 
     def run(jobs: Sequence[RelayoutJob]) -> list[TaskManifest]:
         def task(rows):
             from pyspark import TaskContext
 
             attempt = str(TaskContext.get().taskAttemptId())
-            for index, job in rows:
-                yield relayout_partition(job, f"relayout-{index}", attempt, settings).to_json()
+            for group in rows:
+                for index, job in group:
+                    manifest = relayout_partition(job, f"relayout-{index}", attempt, settings)
+                    yield index, manifest.to_json()
 
-        rdd = spark.sparkContext.parallelize(list(enumerate(jobs)), len(jobs))
-        return [TaskManifest.from_json(text) for text in rdd.mapPartitions(task).collect()]
+        groups = job_groups(jobs, spark.sparkContext.defaultParallelism)
+        rdd = spark.sparkContext.parallelize(groups, len(groups))
+        done = dict(rdd.mapPartitions(task).collect())
+        return [TaskManifest.from_json(done[i]) for i in range(len(jobs))]
 
     return run
+
+
+def job_groups(jobs: Sequence[RelayoutJob], tasks: int) -> list[list[tuple[int, RelayoutJob]]]:
+    """The jobs (with their index) in at most `tasks` groups of about equal staged bytes."""
+    groups: list[list[tuple[int, RelayoutJob]]] = [[] for _ in range(max(1, min(tasks, len(jobs))))]
+    loads = [0] * len(groups)
+    by_size = sorted(enumerate(jobs), key=lambda ij: -sum(s.size_bytes for s in ij[1].shares))
+    for index, job in by_size:
+        k = loads.index(min(loads))
+        groups[k].append((index, job))
+        loads[k] += sum(s.size_bytes for s in job.shares)
+    return groups

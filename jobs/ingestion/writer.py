@@ -144,6 +144,9 @@ class _RangeWriter:
         self.max_timestamp = -1
         self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
+        # fsync what it staged: False for a share of a partition other tasks write too, which
+        # the relayout will copy (or sync), never publish as it is
+        self.sync = True
         self.log = self._open_log()
 
     def _open_log(self) -> PartitionLog:
@@ -203,7 +206,8 @@ class _RangeWriter:
         if keep > 0:
             written = head(encoded, keep)
             self.log.append_batches(written)
-            self.log.start_writeback()  # the disk works while later chunks are encoded
+            if self.sync:
+                self.log.start_writeback()  # the disk works while later chunks are encoded
             self.records += int(written.record_counts.sum())
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if not final:
@@ -250,6 +254,7 @@ class _RangeWriter:
             leader_epoch=self.settings.leader_epoch,
             provisional=a.provisional,
             native=self.native,
+            sync=self.sync,
         )
 
 
@@ -510,6 +515,10 @@ def write_task_direct(
             if writer is None:
                 key = (task_index, topic, partition)
                 writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
+                # Task 0 writes its shares in place and fsyncs them (a one-split run needs no
+                # relayout); a later task's share is placed after it and laid out again (copied,
+                # or kept and synced by the relayout), so its task need not fsync it.
+                writer.sync = task_index == 0
                 writers[(topic, partition)] = writer
                 share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // len(writers))
                 for open_writer in writers.values():

@@ -67,6 +67,39 @@ class SegmentRecovery(SegmentState):
         self._needs_fsync = True
         return truncated
 
+    # ---- continuing a closed segment ---------------------------------------------------------------
+    def resume_as_active(self, opened_at: int | None = None) -> None:
+        """Take this closed segment back to the live state its writer had just before closing
+        it, so that further appends give the bytes that writer would have written.
+
+        A reopen alone does not (§3.3, §3.5): the close added a final time-index entry, and a
+        reopened segment counts the bytes since the last offset-index entry from zero. Both are
+        read back from the files: the writer's last index point is the later of its last
+        offset-index entry and `opened_at`, the next offset when it opened the segment (the
+        base offset when it created it; a continued segment's first new offset when it
+        reopened one as a broker does). Time-index entries the writer appended while live refer
+        to batches up to that point, so an entry past it is the close's: it is dropped and
+        becomes the running max it recorded. Call on the active segment of a loaded log.
+        """
+        start = self.base_offset if opened_at is None else int(opened_at)
+        last = self.offset_index.last_entry
+        if len(self.offset_index) and last.offset >= start:
+            since_from, live_to = last.position, last.offset  # the writer's last index point
+        elif start > self.base_offset:  # reopened: no index point since, count from there
+            at = self.translate_offset(start)
+            since_from, live_to = (self._size if at is None else at.position), start - 1
+        else:
+            since_from, live_to = 0, start - 1
+        self._bytes_since_last_index_entry = self._size - since_from
+        final = self.time_index.last_entry
+        if len(self.time_index) and final.offset > live_to:
+            self.time_index.truncate_to(final.offset)
+            self._max_ts_and_offset = (final.timestamp, final.offset)
+        else:
+            self._max_ts_and_offset = None  # the time index's last entry, as for a reopen
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+
     # ---- verification ------------------------------------------------------------------------------
     def indexes_look_valid(self) -> str | None:
         """Why this segment's .index/.timeindex cannot be trusted, or None.

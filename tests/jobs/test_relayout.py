@@ -7,6 +7,7 @@ The oracle is the core's `PartitionLog` appending the staged batches one by one 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -16,9 +17,21 @@ import pyarrow as pa
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.commit import SEGMENT_FILE, TaskManifest
+from jobs.ingestion.commit import (
+    SEGMENT_FILE,
+    PlanError,
+    TaskManifest,
+    plan_publish,
+    verify_manifest,
+)
 from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.relayout import local_runner, plan_relayout, relayout
+from jobs.ingestion.relayout import (
+    RelayoutJob,
+    job_groups,
+    local_runner,
+    plan_relayout,
+    relayout,
+)
 from jobs.ingestion.writer import WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
@@ -134,18 +147,27 @@ def _table(n: int, *, fixed: bool = False, seed: int = 5) -> pa.Table:
 
 
 def _staged_shares(
-    tmp: Path, config: LogConfig, sizes: list[int], *, fixed: bool = False, batch_bytes=BATCH_BYTES
+    tmp: Path,
+    config: LogConfig,
+    sizes: list[int],
+    *,
+    fixed: bool = False,
+    batch_bytes=BATCH_BYTES,
+    published: tuple[int, int] | None = None,
 ):
-    """One partition written by len(sizes) direct tasks (shares of `sizes` rows, in order)."""
+    """One partition written by len(sizes) direct tasks (shares of `sizes` rows, in order);
+    `published`: (log end offset, last segment base) of a published log the first continues."""
     options = batch_options_for(config, leader_epoch=0, now_ms=NOW, max_batch_bytes=batch_bytes)
     settings = WriterSettings(
         output_root=str(tmp / "logs"),
         run_id="r",
         configs={"t": config},
         batch_options={"t": options},
+        continue_segments={} if published is None else {("t", 0): published[1]},
     )
     table = _table(sum(sizes), fixed=fixed)
-    plan = counted_plan([(i, "t", 0, n) for i, n in enumerate(sizes)], {})
+    leo = {} if published is None else {("t", 0): published[0]}
+    plan = counted_plan([(i, "t", 0, n) for i, n in enumerate(sizes)], leo)
     manifests, at = [], 0
     for task, n in enumerate(sizes):
         rows = table.slice(at, n).to_batches()
@@ -155,8 +177,14 @@ def _staged_shares(
 
 
 @pytest.mark.parametrize("sizes", [[3, 40, 1, 1, 90, 7], [200, 150, 300]])
-def test_shares_laid_out_as_one_writer(tmp_path, sizes):
-    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300})
+@pytest.mark.parametrize("segment_ms", [None, 20_000], ids=["size-rolls", "time-rolls"])
+def test_shares_laid_out_as_one_writer(tmp_path, sizes, segment_ms):
+    """Tails continued (the first share's segment takes the second's batches), rolls inside
+    a continued tail, by size and (segment.ms: ~45 records a segment) by time."""
+    settings_doc = {"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300}
+    if segment_ms is not None:
+        settings_doc["segment.ms"] = segment_ms
+    config = LogConfig.from_dict(settings_doc)
     manifests, settings = _staged_shares(tmp_path, config, sizes)
     logs = _staged_logs(manifests)
     kept, jobs = plan_relayout(manifests, settings)
@@ -169,6 +197,59 @@ def test_shares_laid_out_as_one_writer(tmp_path, sizes):
     assert report.segments_after == len(merged.segment_bases) < report.segments_before
     expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)])
     assert _segment_files(Path(merged.staging_dir)) == expected
+    verify_manifest(merged)  # sizes and CRC-32Cs (a continued tail's: extended, not re-read)
+
+
+def test_a_tail_that_continues_the_published_segment(tmp_path):
+    """The first share continued the published last segment (its writer reopened a copy, as
+    a broker does); the next shares continue that tail in turn."""
+    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 300})
+    log = PartitionLog.create(tmp_path / "logs" / "t-0", config, leader_epoch=0)
+    log.append_records(
+        _table(12, seed=9).select(["key", "value", "timestamp"]),
+        now_ms=NOW,
+        max_batch_bytes=BATCH_BYTES,
+    )
+    published = (log.log_end_offset, log.active_segment.base_offset)
+    log.close(fsync=False)
+    snapshot = tmp_path / "published"
+    shutil.copytree(tmp_path / "logs" / "t-0", snapshot)
+    manifests, settings = _staged_shares(tmp_path, config, [1, 3, 30, 1], published=published)
+    assert manifests[0].replaces == published[1] == manifests[0].segment_bases[-1]
+    logs = _staged_logs(manifests)
+    placed, report = relayout(manifests, settings, local_runner(settings))
+    assert report.partitions == 1 and placed[0].replaces == published[1]
+    expected = _one_writer(tmp_path / "oracle", config, logs[("t", 0)], snapshot)
+    kept = {n: b for n, b in expected.items() if int(n[:20]) >= published[1]}
+    assert _segment_files(Path(placed[0].staging_dir)) == kept
+    verify_manifest(placed[0])
+
+
+def test_shares_staged_without_fsync_are_never_published_as_they_are(tmp_path):
+    """The durability guard: only the relayout's (fsynced) output of such shares publishes."""
+    config = LogConfig.from_dict({"segment.bytes": SEGMENT_BYTES})
+    manifests, settings = _staged_shares(tmp_path, config, [5, 5])
+    with pytest.raises(PlanError, match="without fsync"):
+        plan_publish(manifests, {}, output_root=settings.output_root, run_id="r")
+    placed, _ = relayout(manifests, settings, local_runner(settings))
+    plan = plan_publish(placed, {}, output_root=settings.output_root, run_id="r")
+    assert [p.dir_name for p in plan.partitions] == ["t-0"]
+
+
+def test_jobs_grouped_per_core_by_staged_bytes():
+    """The Spark runner's tasks: at most one per core, every job once, bytes spread evenly."""
+
+    def job(partition: int, size: int) -> RelayoutJob:
+        share = TaskManifest("r", "t", "0", "t", partition, 0, 0, 0, 0, "/s", (), size_bytes=size)
+        return RelayoutJob("t", partition, (share,))
+
+    jobs = [job(p, size) for p, size in enumerate([10, 80, 30, 50, 40, 20, 60, 70])]
+    groups = job_groups(jobs, 2)
+    assert len(groups) == 2
+    assert sorted(i for g in groups for i, _ in g) == list(range(8))
+    assert all(jobs[i] is j for g in groups for i, j in g)
+    assert sorted(sum(j.shares[0].size_bytes for _, j in g) for g in groups) == [180, 180]
+    assert len(job_groups(jobs[:1], 4)) == 1 and job_groups([], 2) == [[]]
 
 
 def _one_record_batch_size(tmp: Path) -> int:
@@ -183,10 +264,18 @@ def test_only_boundaries_one_writer_continues_are_laid_out(tmp_path):
     batch = _one_record_batch_size(tmp_path / "probe")
     config = LogConfig.from_dict({"segment.bytes": 3 * batch + batch // 2})
     full, settings = _staged_shares(tmp_path / "full", config, [3, 3, 3], fixed=True, batch_bytes=1)
+    # task 0 fsyncs its share (a one-split run has nothing to lay out); later tasks' shares are
+    # laid out again after it, so their tasks stage them without fsync
+    assert [m.durable for m in full] == [True, False, False]
     kept, jobs = plan_relayout(full, settings)
-    assert jobs == [] and len(kept) == 3
+    assert kept == [] and [job.merge for job in jobs] == [False]  # kept as staged, synced
     placed, report = relayout(full, settings, local_runner(settings))
-    assert placed == kept and report.partitions == 0 and "no partition" in report.describe()
+    assert report.partitions == 0 and report.synced == 1 and "no partition" in report.describe()
+    assert [m.durable for m in placed] == [True]
+    assert placed[0].segment_bases == [0, 3, 6]
+    assert all(p.stat().st_nlink > 1 for p in Path(placed[0].staging_dir).iterdir())
+    durable = [dataclasses.replace(m, durable=True) for m in full]  # e.g. written with fsync
+    assert plan_relayout(durable, settings) == (durable, [])
 
     mixed, settings = _staged_shares(
         tmp_path / "mixed", config, [3, 1, 1, 1, 3, 2], fixed=True, batch_bytes=1

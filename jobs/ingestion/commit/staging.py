@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -118,11 +118,11 @@ def fsync_file(path: Path) -> None:
 _CHUNK = 1 << 20
 
 
-def _crc32c_stream(f) -> str:
-    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file, as 8 hex digits."""
+def _crc32c_stream(f, crc: int = 0) -> str:
+    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file from where it stands,
+    continuing `crc` (that of the bytes before), as 8 hex digits."""
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    crc = 0
     while n := f.readinto(buf):
         crc = crc32c(view[:n], crc)
     return f"{crc:08x}"
@@ -134,11 +134,16 @@ def crc32c_file(path: Path) -> str:
         return _crc32c_stream(f)
 
 
-def _sync_and_checksum(path: Path) -> str:
-    """fsync a staged file and checksum it through one open (the bytes are in the page cache)."""
+def _sync_and_checksum(path: Path, sync: bool = True, prefix: StagedFile | None = None) -> str:
+    """fsync a staged file (`sync`) and checksum it through one open (the bytes are in the page
+    cache); `prefix`: its first bytes are a copy of that file, whose checksum continues."""
     with open(path, "rb") as f:
-        os.fsync(f.fileno())
-        return _crc32c_stream(f)
+        if sync:
+            os.fsync(f.fileno())
+        if prefix is None:
+            return _crc32c_stream(f)
+        f.seek(prefix.size)
+        return _crc32c_stream(f, int(prefix.crc32c, 16))
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -197,6 +202,9 @@ class TaskManifest:
     size_bytes: int = 0
     provisional: bool = False
     native: bool = False  # the writing task encoded with the C loops (kafkalog_core.native)
+    # the staged files were fsynced; False: a share the relayout will copy or sync (never
+    # published as it is: `plan_publish` refuses it)
+    durable: bool = True
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -329,6 +337,9 @@ def finalize_task_staging(
     provisional: bool = False,
     native: bool | None = None,
     known: Mapping[str, StagedFile] | None = None,
+    unsynced: Collection[str] = (),
+    sync: bool = True,
+    prefixes: Mapping[str, StagedFile] | None = None,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -343,8 +354,15 @@ def finalize_task_staging(
     `native` (default: whether this process has the C loops) lets a job report what its
     executors ran: a cluster's executors may lack the build the driver has.
 
-    `known`: files hard-linked from other staged ranges (already durable and checksummed), by
-    name; one of the same size keeps its entry instead of being read again.
+    `known`: files hard-linked from other staged ranges (already checksummed), by name; one of
+    the same size keeps its entry instead of being read again, and is fsynced only when named
+    in `unsynced` (its range was staged without `sync`).
+
+    `prefixes`: files (by name) that start with a copy of another staged file, appended to since
+    (a continued segment): only the bytes after that copy are read for the checksum.
+
+    `sync=False` checksums without fsyncs: for a range that will not be published as it is
+    (the relayout copies it, or syncs it first); its manifest says `durable=False`.
     """
     base = Path(staging_dir)
     files = []
@@ -356,11 +374,17 @@ def finalize_task_staging(
         size = path.stat().st_size
         same = (known or {}).get(path.name)
         if same is not None and same.size == size:
+            if sync and path.name in unsynced:
+                fsync_file(path)
             files.append(same)
             continue
-        checksum = _sync_and_checksum(path)
+        prefix = (prefixes or {}).get(path.name)
+        checksum = _sync_and_checksum(
+            path, sync, prefix if prefix and prefix.size <= size else None
+        )
         files.append(StagedFile(path.name, size, checksum))
-    fsync_dir(base)
+    if sync:
+        fsync_dir(base)
     manifest = TaskManifest(
         run_id=run_id,
         task_key=task_key,
@@ -379,6 +403,7 @@ def finalize_task_staging(
         size_bytes=sum(f.size for f in files),
         provisional=provisional,
         native=native_loops.module is not None if native is None else native,
+        durable=sync,
     )
     _validate_manifest(manifest)
     if write:
@@ -447,6 +472,24 @@ def place_ranges(
     return placed
 
 
+def copy_file(source: Path, dest: Path) -> None:
+    """Copy a file's bytes kernel-side (`copy_file_range`: a reflink where the file system has
+    them, else an in-kernel copy; never through this process's memory); a new file."""
+    with open(source, "rb") as src, open(dest, "wb") as dst:
+        left = os.fstat(src.fileno()).st_size
+        try:
+            while left > 0:
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                if copied == 0:
+                    raise OSError(f"{source}: ended before its size while being copied")
+                left -= copied
+        except (AttributeError, OSError):  # no copy_file_range here (platform, file system)
+            src.seek(0)
+            dst.seek(0)
+            dst.truncate()
+            shutil.copyfileobj(src, dst, _CHUNK)
+
+
 def copy_segment_for_continuation(
     output_root: str | os.PathLike[str],
     topic: str,
@@ -461,7 +504,7 @@ def copy_segment_for_continuation(
     for ext in SEGMENT_FILE_ORDER:
         path = source / segment_file_name(base_offset, ext)
         if path.exists():
-            shutil.copyfile(path, dest / path.name)
+            copy_file(path, dest / path.name)
             copied.append(dest / path.name)
     if not copied or copied[0].suffix != ".log":
         raise IngestError(
