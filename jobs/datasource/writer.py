@@ -43,7 +43,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from jobs.ingestion.arrow_mapping import (
@@ -215,7 +214,7 @@ def _mapping_input(
     if "value" not in names:
         raise ConfigError('df.write.format("kafkalog") needs a "value" column (as the Kafka sink)')
     if options.topic is not None:
-        topic = pa.array([options.topic] * n, pa.string())
+        topic = pa.repeat(pa.scalar(options.topic, pa.string()), n)
     elif "topic" in names:
         topic = batch.column("topic").cast(pa.string())
     else:
@@ -223,8 +222,7 @@ def _mapping_input(
     key = as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
     value = as_bytes(batch.column("value"))
     if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer
-        stamps = batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
-        timestamp = pc.fill_null(stamps, options.started_ms)
+        timestamp = _millis(batch.column("timestamp"), options.started_ms)
     else:
         timestamp = pa.array(np.full(n, options.started_ms, dtype=np.int64))
     return mapping_input(
@@ -243,6 +241,14 @@ def _mapping_input(
         task_index,
         first_row,
     )
+
+
+def _millis(column: pa.Array, null_ms: int) -> pa.Array:
+    """Epoch ms of Spark's microsecond timestamps, floored as Spark's Kafka sink floors them
+    (a cast to ms would refuse sub-millisecond values); null is `null_ms`."""
+    micros = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    micros = micros.fill_null(null_ms * 1000) if micros.null_count else micros
+    return pa.array(np.floor_divide(micros.to_numpy(), 1000))
 
 
 def _settings(options: WriteOptions) -> WriterSettings:

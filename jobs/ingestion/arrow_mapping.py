@@ -192,14 +192,16 @@ def map_batch(
     partition is invalid, without the record checks (the write pass runs them).
     """
     n = batch.num_rows
-    reasons = np.full(n, None, dtype=object)
+    reasons: dict[int, Any] = {}  # row -> why it is invalid: few, usually none
+    invalid = np.zeros(n, dtype=bool)  # the rows in `reasons`
 
     def flag(mask: np.ndarray, reason: Any) -> None:
         """Record `reason` (text, or callable row -> text) for flagged rows not already bad."""
-        if not mask.any():  # the common case: skip the comparison over the object array
+        if not mask.any():  # the common case
             return
-        for i in np.flatnonzero(mask & np.equal(reasons, None)):
+        for i in np.flatnonzero(mask & ~invalid).tolist():
             reasons[i] = reason(i) if callable(reason) else reason
+        invalid[mask] = True
 
     # Topics: look up each distinct value once.
     topics = batch.column("topic")
@@ -264,7 +266,7 @@ def map_batch(
         )
 
     if partitions_only:
-        partition[np.not_equal(reasons, None)] = -1
+        partition[invalid] = -1
         return pa.RecordBatch.from_arrays(
             [topics, pa.array(partition.astype(np.int32), pa.int32())], names=["topic", "partition"]
         )
@@ -295,11 +297,13 @@ def map_batch(
             ),
         )
 
-    bad_rows = np.flatnonzero(np.not_equal(reasons, None))
-    messages: list[str | None] = [None] * n
-    for i in bad_rows:
-        messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
     text_type = topics.type if pa.types.is_large_string(topics.type) else pa.string()
+    errors = pa.nulls(n, text_type)
+    if invalid.any():
+        messages: list[str | None] = [None] * n
+        for i in np.flatnonzero(invalid).tolist():
+            messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
+        errors = pa.array(messages, text_type)
     return pa.RecordBatch.from_arrays(
         [
             topics,
@@ -309,7 +313,7 @@ def map_batch(
             batch.column("headers"),
             pa.array(ts, pa.int64()),
             batch.column(ORDER_COLUMN),
-            pa.array(messages, text_type),
+            errors,
         ],
         names=[*RECORD_COLUMNS, ORDER_COLUMN, ERROR_COLUMN],
     )

@@ -9,6 +9,7 @@ decodes every record independently of our reader.
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from jobs.ingestion.meta import meta_root
+from kafkalog_core.config import LogConfig
 from kafkalog_core.partitioner import murmur2, to_positive
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.datasource.helpers import oracle
+from tests.jobs.test_relayout import _one_writer, _segment_files
 
 pytestmark = pytest.mark.spark
 
@@ -104,15 +107,33 @@ def test_many_tasks_give_one_tasks_bytes_within_the_segment_bound(spark, tmp_pat
 
 
 def test_append_continues_the_log_as_one_task_does(spark, tmp_path: Path) -> None:
+    """The second run continues each partition's last segment, as one `PartitionLog` reopened
+    on the first run's output and appending the second run's batches lays it out."""
     first, second = _rows(0, 150), _rows(150, 180)
     for tasks in (8, 1):
         root = tmp_path / f"tasks{tasks}" / "logs"
         _save(_frame(spark, first, tasks), root, "a1")
+        if tasks == 8:
+            shutil.copytree(root, tmp_path / "published")
         _save(_frame(spark, second, tasks), root, "a2")
     many, one = tmp_path / "tasks8" / "logs", tmp_path / "tasks1" / "logs"
     _check_records(many, first + second)
     _segments_within_bound(many)
     assert _tree(many) == _tree(one)
+    config = LogConfig.from_dict(
+        {
+            k[len("topics.t.config.") :]: v
+            for k, v in OPTIONS.items()
+            if k.startswith("topics.t.config.")
+        }
+    )
+    for partition in range(PARTITIONS):
+        name = f"t-{partition}"
+        logs = [p.read_bytes() for p in sorted((many / name).glob("*.log"))]
+        expected = _one_writer(
+            tmp_path / "oracle" / name, config, logs, tmp_path / "published" / name
+        )
+        assert _segment_files(many / name) == expected, name
 
 
 def test_overwrite_gives_a_fresh_writes_bytes(spark, tmp_path: Path) -> None:
