@@ -35,12 +35,18 @@ OPTIONS = {
     "topics.t.config.max.message.bytes": "150",  # one ~110-byte record per batch
 }
 START = datetime(2024, 5, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 SCHEMA = "id long, key binary, value binary, timestamp timestamp"
 
 
 def _rows(first: int, n: int) -> list[tuple]:
     return [
-        (i, b"k%02d" % (i % 13), b"value-%06d-" % i + b"x" * 30, START + timedelta(seconds=i))
+        (
+            i,
+            b"k%02d" % (i % 13),
+            b"value-%06d-" % i + b"x" * 30,
+            START + timedelta(seconds=i, microseconds=i % 1000),
+        )
         for i in range(first, first + n)
     ]
 
@@ -70,7 +76,8 @@ def _expected(rows: Iterable[tuple]) -> dict[int, list[tuple[int, bytes, bytes]]
     out: dict[int, list[tuple[int, bytes, bytes]]] = {p: [] for p in range(PARTITIONS)}
     for _, key, value, ts in rows:
         partition = to_positive(murmur2(key)) % PARTITIONS
-        out[partition].append((int(ts.timestamp() * 1000), key, value))
+        millis = (ts - EPOCH) // timedelta(milliseconds=1)  # Spark's sink floors
+        out[partition].append((millis, key, value))
     return out
 
 
