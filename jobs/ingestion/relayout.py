@@ -105,7 +105,8 @@ def relayout(
     manifests: Iterable[TaskManifest], settings: WriterSettings, run: Runner
 ) -> tuple[list[TaskManifest], RelayoutReport]:
     """The run's placed manifests with every partition that needs it laid out again by `run`
-    (`spark_runner`, or `thread_runner` in a process without Spark, `local_runner` for tests), and what that saved."""
+    (`spark_runner`; `thread_runner` in a process without Spark; `local_runner` for tests),
+    and what that saved."""
     kept, jobs = plan_relayout(manifests, settings)
     if not jobs:
         return kept, RelayoutReport()
