@@ -46,18 +46,15 @@ from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
     TaskManifest,
-    cleanup_stale_staging,
     default_run_id,
-    place_ranges,
     plan_publish,
     publish,
-    recover_interrupted_publish,
     run_start_ms,
     scan_existing_state,
 )
+from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
 from jobs.ingestion.config import IngestConfig, build_arg_parser, config_from_args
 from jobs.ingestion.history import IngestHistory, format_summary
-from jobs.ingestion.lock import RunLock
 from jobs.ingestion.mapping import (
     ORDER_COLUMN,
     RECORD_COLUMNS,
@@ -73,7 +70,6 @@ from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
     PerTopic,
     WriterSettings,
-    continue_staged_range,
     write_task,
     write_task_direct,
 )
@@ -357,14 +353,11 @@ def run(
         timings[name] = int((now - clock) * 1000)
         clock = now
 
-    root.mkdir(parents=True, exist_ok=True)
-    with RunLock(root, run_id):
-        recovered = recover_interrupted_publish(root)
-        if recovered:
-            out(f"kafkalog: an interrupted publish was {recovered}")
-        cleanup_stale_staging(root, run_id)
-        history = IngestHistory(root)
-        if history.find_run(run_id):
+    with open_run(root, run_id) as opened:
+        if opened.recovered:
+            out(f"kafkalog: an interrupted publish was {opened.recovered}")
+        history = opened.history
+        if opened.committed:
             return _no_op(run_id, f"run {run_id} is already committed", history, out)
 
         source = read_source(spark, config.source)
@@ -411,9 +404,7 @@ def run(
                     assert rows is not None
                     manifests = _write(rows, plan, settings, mode)
                 lap("write")
-                manifests = place_ranges(
-                    manifests, leo, lambda m, offset: continue_staged_range(m, offset, settings)
-                )
+                manifests = place_staged(manifests, leo, settings)
                 topics = {m.topic for m in manifests}
                 lap("place")
                 manifests, relaid = relayout(manifests, settings, spark_runner(spark, settings))
@@ -528,15 +519,13 @@ def _write_rejects(rejects: DataFrame, path: str, run_id: str) -> int:
 
 
 def _continue_segments(config: IngestConfig, state) -> dict[tuple[str, int], int]:
-    """The published last segment each existing partition continues, when it has room."""
-    continued = {}
-    for (topic, partition), s in state.items():
+    """The published last segment each existing partition of a configured topic continues."""
+
+    def segment_bytes(topic: str) -> int | None:
         spec = config.topic(topic)
-        if spec is not None:
-            base = s.segment_to_continue(int(spec.log_config.segment_bytes))
-            if base is not None:
-                continued[(topic, partition)] = base
-    return continued
+        return None if spec is None else int(spec.log_config.segment_bytes)
+
+    return segments_to_continue(state, segment_bytes)
 
 
 def _spark_error(error: Exception) -> KafkaLogError:

@@ -10,14 +10,19 @@ else an existing partition's, else derived from the name, as for ingest), and `r
 How a write goes. A task cannot know where its records land in a partition (Spark gives no
 counting pass before the write), so every task stages its share of each partition at offset 0,
 with the ingest job's own writer (`write_task_direct`: same encoder, same rolls and indexes).
-The driver's `commit` orders a partition's shares by task, moves each into place
+The driver's `commit` (`jobs.ingestion.commit.run`: the ingest job's sequence, under the
+root's run lock) orders a partition's shares by task, moves each into place
 (`commit.rebase_manifest`: an 8-byte write per batch and new file names; the CRC does not cover
-the base offset) and publishes with the ingest job's protocol, under the root's run lock: an
-aborted or failed job publishes nothing, and a run id already committed is a no-op. Records of a
-partition keep the DataFrame's order within each task, tasks follow their partition index.
+the base offset; a partition's first share continues its published last segment when that has
+room, as the ingest job's), lays each partition out as one writer appending the same batches
+would (`jobs.ingestion.relayout` on a thread pool here, as the commit has no SparkSession: so a
+partition gets about ceil(bytes / segment.bytes) + 1 new segments, not one per task) and
+publishes with the ingest job's protocol. An aborted or failed job publishes nothing, and a run
+id already committed is a no-op. Records of a partition keep the DataFrame's order within each
+task, tasks follow their partition index.
 
 Modes (Spark hands a Python data source only `overwrite: bool`): `append` continues existing
-partitions, a new segment per task share. `overwrite` replaces the topics the write names (the
+partitions. `overwrite` replaces the topics the write names (the
 `topic` option) or carries rows for: their partition dirs, whatever their count, are retired
 inside the same journaled publish that renames the new ones in (`commit/retire.py`), offsets
 start at 0 again, the topic id is kept (or `topics.<name>.topic_id`), other topics are untouched.
@@ -27,6 +32,9 @@ Spark refuses `errorifexists` (its default) and `ignore` itself for Python data 
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -35,7 +43,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from jobs.ingestion.arrow_mapping import (
@@ -50,21 +57,18 @@ from jobs.ingestion.arrow_mapping import (
 from jobs.ingestion.commit import (
     RunInfo,
     TaskManifest,
-    cleanup_stale_staging,
-    place_ranges,
     plan_publish,
     publish,
-    recover_interrupted_publish,
     scan_existing_state,
     staging_root,
 )
-from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.lock import RunLock
+from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
 from jobs.ingestion.mapping import (
     MappingRules,
     TopicRules,
 )
 from jobs.ingestion.planner import ProvisionalPlan
+from jobs.ingestion.relayout import RelayoutReport, relayout, thread_runner
 from jobs.ingestion.topic_ids import check_configured_topic_ids, topic_ids_for
 from jobs.ingestion.writer import (
     DEFAULT_BATCH_BYTES,
@@ -210,7 +214,7 @@ def _mapping_input(
     if "value" not in names:
         raise ConfigError('df.write.format("kafkalog") needs a "value" column (as the Kafka sink)')
     if options.topic is not None:
-        topic = pa.array([options.topic] * n, pa.string())
+        topic = pa.repeat(pa.scalar(options.topic, pa.string()), n)
     elif "topic" in names:
         topic = batch.column("topic").cast(pa.string())
     else:
@@ -218,8 +222,7 @@ def _mapping_input(
     key = as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
     value = as_bytes(batch.column("value"))
     if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer
-        stamps = batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
-        timestamp = pc.fill_null(stamps, options.started_ms)
+        timestamp = _millis(batch.column("timestamp"), options.started_ms)
     else:
         timestamp = pa.array(np.full(n, options.started_ms, dtype=np.int64))
     return mapping_input(
@@ -238,6 +241,14 @@ def _mapping_input(
         task_index,
         first_row,
     )
+
+
+def _millis(column: pa.Array, null_ms: int) -> pa.Array:
+    """Epoch ms of Spark's microsecond timestamps, floored as Spark's Kafka sink floors them
+    (a cast to ms would refuse sub-millisecond values); null is `null_ms`."""
+    micros = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    micros = micros.fill_null(null_ms * 1000) if micros.null_count else micros
+    return pa.array(np.floor_divide(micros.to_numpy(), 1000))
 
 
 def _settings(options: WriteOptions) -> WriterSettings:
@@ -303,35 +314,41 @@ class KafkaLogWriter(DataSourceArrowWriter):
         commit_write(self.options, manifests, overwrite=self.overwrite)
 
     def abort(self, messages: list[KafkaLogCommitMessage | None]) -> None:
-        import shutil
-
         shutil.rmtree(staging_root(self.options.root, self.options.run_id), ignore_errors=True)
 
 
 def commit_write(
     options: WriteOptions, manifests: list[TaskManifest], *, overwrite: bool = False
-) -> None:
-    """Order each partition's staged shares by task, move them into place, publish.
+) -> RelayoutReport | None:
+    """Order each partition's staged shares by task, move them into place, lay each partition
+    out as one writer would, publish; what the relayout saved (None: the run id was committed).
 
     With `overwrite` the written topics' existing partitions are left out of the state (the
     shares start at offset 0) and named in the plan as retired: the publish swaps them out.
     """
-    root = Path(options.root)
-    root.mkdir(parents=True, exist_ok=True)
-    with RunLock(root, options.run_id):
-        recover_interrupted_publish(root)
-        history = IngestHistory(root)
-        if history.find_run(options.run_id):
-            return  # this run id is committed already: a no-op, as for the ingest job
-        found = scan_existing_state(root)
+    with open_run(Path(options.root), options.run_id) as run:
+        if run.recovered:
+            _say(f"an interrupted publish was {run.recovered}")
+        if run.committed:  # a no-op, as for the ingest job; the tasks' staging goes
+            shutil.rmtree(staging_root(run.root, options.run_id), ignore_errors=True)
+            return None
+        found = scan_existing_state(run.root)
         replaced = {m.topic for m in manifests} | ({options.topic} if options.topic else set())
         if not overwrite:
             replaced = set()
         state = {tp: s for tp, s in found.items() if tp[0] not in replaced}
         retired = tuple(partition_dir_name(*tp) for tp in found if tp[0] in replaced)
         check_configured_topic_ids(options.topic_ids, state)
-        leo = {tp: s.log_end_offset for tp, s in state.items()}
-        placed = place_ranges(manifests, leo)
+        settings = dataclasses.replace(
+            _settings(options),
+            continue_segments=segments_to_continue(
+                state, lambda t: options.log_config(t).segment_bytes
+            ),
+        )
+        placed = place_staged(
+            manifests, {tp: s.log_end_offset for tp, s in state.items()}, settings
+        )
+        placed, relaid = relayout(placed, settings, thread_runner(settings))
         topics = {m.topic for m in placed}
         info = RunInfo(
             source="dataframe",
@@ -344,11 +361,17 @@ def commit_write(
         plan = plan_publish(
             placed,
             state,
-            output_root=root,
+            output_root=run.root,
             run_id=options.run_id,
             run_info=info,
             topic_ids=topic_ids_for(topics, found, options.topic_ids),
             retired=retired,
         )
         publish(plan)
-        cleanup_stale_staging(root, options.run_id)
+    _say(f"run {options.run_id}: {relaid.describe()}")
+    return relaid
+
+
+def _say(line: str) -> None:
+    """The commit's one line for the user: it runs in a Python worker whose stderr Spark shows."""
+    print(f"kafkalog: {line}", file=sys.stderr, flush=True)

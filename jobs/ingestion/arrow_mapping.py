@@ -188,14 +188,16 @@ def map_batch(
 ) -> pa.RecordBatch:
     """Partition and check one batch; vectorized over rows, Python only per distinct topic."""
     n = batch.num_rows
-    reasons = np.full(n, None, dtype=object)
+    reasons: dict[int, Any] = {}  # row -> why it is invalid: few, usually none
+    invalid = np.zeros(n, dtype=bool)  # the rows in `reasons`
 
     def flag(mask: np.ndarray, reason: Any) -> None:
         """Record `reason` (text, or callable row -> text) for flagged rows not already bad."""
-        if not mask.any():  # the common case: skip the comparison over the object array
+        if not mask.any():  # the common case
             return
-        for i in np.flatnonzero(mask & np.equal(reasons, None)):
+        for i in np.flatnonzero(mask & ~invalid).tolist():
             reasons[i] = reason(i) if callable(reason) else reason
+        invalid[mask] = True
 
     # Topics: look up each distinct value once.
     topics = batch.column("topic")
@@ -285,11 +287,13 @@ def map_batch(
             ),
         )
 
-    bad_rows = np.flatnonzero(np.not_equal(reasons, None))
-    messages: list[str | None] = [None] * n
-    for i in bad_rows:
-        messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
     text_type = topics.type if pa.types.is_large_string(topics.type) else pa.string()
+    errors = pa.nulls(n, text_type)
+    if invalid.any():
+        messages: list[str | None] = [None] * n
+        for i in np.flatnonzero(invalid).tolist():
+            messages[i] = f"{reasons[i]}; record: {_describe_row(batch, int(i), int(partition[i]))}"
+        errors = pa.array(messages, text_type)
     return pa.RecordBatch.from_arrays(
         [
             topics,
@@ -299,7 +303,7 @@ def map_batch(
             batch.column("headers"),
             pa.array(ts, pa.int64()),
             batch.column(ORDER_COLUMN),
-            pa.array(messages, text_type),
+            errors,
         ],
         names=[*RECORD_COLUMNS, ORDER_COLUMN, ERROR_COLUMN],
     )

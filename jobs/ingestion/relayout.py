@@ -52,7 +52,9 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -116,7 +118,8 @@ def relayout(
     manifests: Iterable[TaskManifest], settings: WriterSettings, run: Runner
 ) -> tuple[list[TaskManifest], RelayoutReport]:
     """The run's placed manifests with every partition that needs it laid out again by `run`
-    (`spark_runner`, or `local_runner` for tests), and what that saved."""
+    (`spark_runner`; `thread_runner` in a process without Spark; `local_runner` for tests),
+    and what that saved."""
     kept, jobs = plan_relayout(manifests, settings)
     if not jobs:
         return kept, RelayoutReport()
@@ -306,6 +309,29 @@ def local_runner(settings: WriterSettings, attempt_id: str = "0") -> Runner:
             relayout_partition(job, f"relayout-{i}", attempt_id, settings)
             for i, job in enumerate(jobs)
         ]
+
+    return run
+
+
+def thread_runner(settings: WriterSettings, workers: int | None = None) -> Runner:
+    """Runs the jobs on a small thread pool in this process: for a commit that has no
+    SparkSession (the data source's `commit` runs in a Python worker on the driver). The moves
+    are file copies, hard links and fsyncs, which release the GIL; each job is its own task
+    key, and the attempt id is this commit's, so a retried commit writes beside, not into, a
+    failed one's staging."""
+    attempt = f"commit{os.getpid()}x{time.time_ns()}"
+
+    def run(jobs: Sequence[RelayoutJob]) -> list[TaskManifest]:
+        threads = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+        if threads == 1:
+            return local_runner(settings, attempt)(jobs)
+        with ThreadPoolExecutor(threads, thread_name_prefix="relayout") as pool:
+            return list(
+                pool.map(
+                    lambda ij: relayout_partition(ij[1], f"relayout-{ij[0]}", attempt, settings),
+                    enumerate(jobs),
+                )
+            )
 
     return run
 

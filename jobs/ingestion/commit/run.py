@@ -1,0 +1,80 @@
+"""The commit sequence both committing drivers share (the ingest job, the data source's commit).
+
+1. `open_run`: the root's run lock; a publish a crash interrupted finished or rolled back; other
+   runs' stale staging dropped; and whether this run id is committed already (then the caller
+   does nothing: re-running a run id is a no-op).
+2. `place_staged`: provisional shares placed after the partition's log end offset, the first
+   continuing the published last segment when it has room (as a writer that knew its start
+   writes it), by `continue_staged_range`.
+3. the relayout (`jobs.ingestion.relayout`), then `plan_publish` and `publish`.
+
+Not exported from `jobs.ingestion.commit`: this module uses the writer, which uses that package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interrupted_publish
+from jobs.ingestion.commit.staging import TaskManifest, place_ranges
+from jobs.ingestion.commit.state import StateMap
+from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.lock import RunLock
+from jobs.ingestion.writer import WriterSettings, continue_staged_range
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A run holding the root's run lock, before anything of it is published."""
+
+    root: Path
+    run_id: str
+    history: IngestHistory
+    recovered: str | None  # "completed" / "rolled back": an interrupted publish, settled
+
+    @property
+    def committed(self) -> bool:
+        """This run id is in the history already: committing it again must change nothing."""
+        return self.history.find_run(self.run_id) is not None
+
+
+@contextmanager
+def open_run(root: Path, run_id: str) -> Iterator[OpenRun]:
+    """Steps every commit starts with, under the run lock held until the block ends."""
+    root.mkdir(parents=True, exist_ok=True)
+    with RunLock(root, run_id):
+        recovered = recover_interrupted_publish(root)
+        cleanup_stale_staging(root, run_id)
+        yield OpenRun(root, run_id, IngestHistory(root), recovered)
+
+
+def segments_to_continue(
+    state: StateMap, segment_bytes: Callable[[str], int | None]
+) -> dict[tuple[str, int], int]:
+    """The published last segment each existing partition continues, when it has room
+    (`segment_bytes(topic)`: the topic's segment.bytes, None for a topic this run leaves)."""
+    continued = {}
+    for (topic, partition), s in state.items():
+        limit = segment_bytes(topic)
+        if limit is not None:
+            base = s.segment_to_continue(int(limit))
+            if base is not None:
+                continued[(topic, partition)] = base
+    return continued
+
+
+def place_staged(
+    manifests: list[TaskManifest],
+    log_end_offsets: Mapping[tuple[str, int], int],
+    settings: WriterSettings,
+) -> list[TaskManifest]:
+    """Provisional shares in task order after each partition's log end offset; a partition's
+    first continues the published segment `settings.continue_segments` names."""
+    return place_ranges(
+        manifests,
+        log_end_offsets,
+        lambda m, offset: continue_staged_range(m, offset, settings),
+    )
