@@ -64,6 +64,7 @@ __all__ = [
     "map_records",
     "map_records_with_rejects",
     "mapping_rules",
+    "prepare_records",
 ]
 
 RECORD_COLUMNS = ("topic", "partition", "key", "value", "headers", "timestamp")
@@ -781,6 +782,17 @@ def map_records_with_rejects(df: DataFrame, config: IngestConfig) -> MappedRecor
         F.col(f"{ORDER_COLUMN}.pos").alias("source_row_id"),
     )
     return MappedRecords(mapped, records, rejects)
+
+
+def prepare_records(df: DataFrame, config: IngestConfig) -> DataFrame:
+    """Stage 1 alone: topic, key, value, headers (when mapped), timestamp, the explicit
+    partition and the source row id, neither partitioned nor checked. For write tasks that run
+    stage 2 themselves (`arrow_mapping.checked_records`) on the rows they receive anyway, so
+    Python sees each row once (the murmur2 UDF is a Python evaluation of its own)."""
+    prepared = _prepare(df, config)
+    return prepared.select(
+        *(c for c in prepared.columns if c != "headers" or config.mapping.headers)
+    )
 
 
 def map_records(df: DataFrame, config: IngestConfig) -> DataFrame:

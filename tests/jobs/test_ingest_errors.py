@@ -142,6 +142,27 @@ def test_bad_input_gives_one_clear_error(spark, source, tmp_path, capsys, case):
     assert not root.exists() or not any(root.iterdir())
 
 
+@pytest.mark.parametrize(
+    "case", [c for c, (_, kind, _) in CASES.items() if kind is InvalidRecordError]
+)
+def test_bad_record_in_the_direct_mode_is_the_same_one_line(spark, source, tmp_path, case):
+    """The direct mode's write tasks partition and check the rows themselves (no Spark stage 2):
+    the same error line, nothing published."""
+    changes, error_type, phrases = CASES[case]
+    doc = _doc(source, tmp_path, changes)
+    doc["ordering"] = "source"
+    doc["output"]["write_mode"] = "direct"
+    doc["source"]["task_reader"] = "spark"
+    with pytest.raises(KafkaLogError) as info:
+        run(spark, IngestConfig.from_dict(doc), run_id="bad-1", out=lambda _: None)
+    assert isinstance(info.value, error_type), repr(info.value)
+    message = _one_line(str(info.value))
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+    root = tmp_path / "logs"
+    assert not root.exists() or not any(root.iterdir()), "nothing may be published"
+
+
 def test_bad_config_value_names_the_setting_in_the_config_loader():
     doc = config_doc("/unused", Path("/unused"), topics=_topics(**{"segment.bytes": 10}))
     with pytest.raises(ConfigError, match=r"segment\.bytes"):
