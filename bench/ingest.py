@@ -327,6 +327,7 @@ def write_json(path: Path, args, results: list[dict], load_start: tuple) -> None
         "load_start": load_start,  # 1, 5, 15-minute load averages
         "load_end": os.getloadavg(),
         "argv": sys.argv[1:],
+        "machine_ceiling": getattr(args, "ceiling", None),  # with --scaling: bench/machine.py
         "results": [{k: v for k, v in r.items() if k != "app_id"} for r in results],
     }
     path.write_text(json.dumps(doc, indent=1))
@@ -648,6 +649,15 @@ def main(argv: list[str] | None = None) -> int:
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
     masters = (["local[1]"] if args.scaling and args.master != "local[1]" else []) + [args.master]
+    ceiling = None
+    if len(masters) == 2:
+        from bench.machine import machine_scaling
+
+        ceiling = args.ceiling = machine_scaling()
+        print(
+            "machine ceiling for 1 -> 2 cores (two processes sharing nothing): "
+            + ", ".join(f"{kind} x{ratio:.2f}" for kind, ratio in ceiling.items())
+        )
     results = []
     for master in masters:
         res = run_master(args, master, src, warm, events)
@@ -661,6 +671,12 @@ def main(argv: list[str] | None = None) -> int:
         for kind in many:
             print(
                 f"  {kind:16s} {one[kind]:7.2f} s -> {many[kind]:7.2f} s  x{one[kind] / many[kind]:.2f}"
+            )
+        if ceiling is not None:
+            print(
+                "  (the machine's own ceiling: "
+                + ", ".join(f"{kind} x{ratio:.2f}" for kind, ratio in ceiling.items())
+                + ")"
             )
     remove_logs(args.out / "ingest-logs")
     if args.json is not None:

@@ -243,3 +243,54 @@ def test_direct_task_refuses_rows_the_plan_does_not_know(tmp_path):
     plan = counted_plan([(0, "t", 0, 700)], {})
     with pytest.raises(KafkaLogError, match=r"task 0: the plan has no range for t-1"):
         list(write_task_direct(iter(table.to_batches()), 0, "a", plan, _direct_settings(tmp_path)))
+
+
+def test_direct_task_memory_follows_its_budget_not_its_input(tmp_path, monkeypatch):
+    """A task's pending rows stay within DIRECT_TASK_BUFFER_BYTES however much it reads: a
+    partition that receives one row per batch must not keep every batch alive (it did while
+    partitions held slices of one shared copy of each batch), nor a carried chunk tail the
+    chunk it was cut from."""
+    from jobs.ingestion import writer
+
+    monkeypatch.setattr(writer, "DIRECT_TASK_BUFFER_BYTES", 2 << 20)
+    monkeypatch.setattr(writer, "MIN_CHUNK_BYTES", 256 << 10)
+    rows, batches = 20_000, 24  # 24 batches of ~2.4 MB: ~58 MB read
+    value = pa.array([b"v" * 100] * rows, pa.binary())
+    partition = np.zeros(rows, dtype=np.int32)
+    partition[1::2] = 1
+    partition[7] = 2  # the rare partition: one row per batch, never a full chunk
+
+    def batch(i: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(
+            {
+                "topic": pa.array(["t"] * rows),
+                "partition": pa.array(partition),
+                "key": pa.array([b"%06d" % (i * rows + j) for j in range(rows)], pa.binary()),
+                "value": value,
+                "timestamp": pa.array(np.full(rows, 1_700_000_000_000 + i), pa.int64()),
+            }
+        )
+
+    peaks = []
+
+    def feed():
+        for i in range(batches):
+            b = batch(i)
+            yield b
+            del b
+            peaks.append(pa.total_allocated_bytes())
+
+    counts = [(0, "t", 0, batches * rows // 2), (0, "t", 1, batches * rows // 2 - batches)]
+    plan = counted_plan(counts + [(0, "t", 2, batches)], {})
+    big = LogConfig.from_dict({})  # 1 GiB segments: one per partition
+    settings = WriterSettings(
+        output_root=str(tmp_path / "logs"),
+        run_id="r",
+        configs={"t": big},
+        batch_options={"t": batch_options_for(big, leader_epoch=0, now_ms=None)},
+    )
+    manifests = list(writer.write_task_direct(feed(), 0, "m", plan, settings))
+    assert sum(m.record_count for m in manifests) == batches * rows
+    base = peaks[0]
+    # the budget (2 MiB) + one chunk being cut + the batch in hand; the input is ~58 MB
+    assert max(peaks) - base < 12 << 20, [p >> 20 for p in peaks]
