@@ -7,7 +7,9 @@ From a notebook or an Airflow PythonOperator: `jobs.ingest.run(spark, config)`.
 How a run goes (every step before "publish" touches only the run's staging area):
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
-2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row.
+2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row (the
+   direct mode without a reject path: stage 1 in Spark, partitioning and checks in the write
+   tasks, `arrow_mapping.checked_records`).
 3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`:
    range-partition the records by (topic, partition, ordering) and sort within tasks, so every
    Kafka partition is a run of consecutive tasks and a hot partition is split over several.
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.ingestion.arrow_mapping import checked_records
 from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
 from jobs.ingestion.commit import (
     PublishResult,
@@ -57,10 +60,14 @@ from jobs.ingestion.config import IngestConfig, build_arg_parser, config_from_ar
 from jobs.ingestion.history import IngestHistory, format_summary
 from jobs.ingestion.mapping import (
     ORDER_COLUMN,
+    PARTITION_IN_COLUMN,
     RECORD_COLUMNS,
+    MappingRules,
     invalid_record_error,
     map_records,
     map_records_with_rejects,
+    mapping_rules,
+    prepare_records,
 )
 from jobs.ingestion.planner import OnePassPlan
 from jobs.ingestion.range_bounds import task_id_column
@@ -267,15 +274,20 @@ def _spark_rows(
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
     Nothing is cached: the range mode maps only a sample for its bounds (`range_bounds`), then
-    every row once before the shuffle, and reads its sorted rows once.
+    every row once before the shuffle, and reads its sorted rows once. The direct mode without
+    rejects gets stage 1 of the mapping only (`prepare_records`): its write
+    tasks partition and check the rows they receive (`checked_records`), so Python sees each
+    row once instead of twice (the murmur2 UDF, then the write).
     """
+    splits = source.df.rdd.getNumPartitions()
+    choice = mode, _ = write_mode_choice(config, tasks, splits)
+    if mode == "direct" and config.reject_path is None:
+        return prepare_records(source.df, config), None, choice
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
         records, rejects = mapped.records, mapped.rejects
     else:
         records, rejects = map_records(source.df, config), None
-    splits = source.df.rdd.getNumPartitions()
-    choice = mode, _ = write_mode_choice(config, tasks, splits)
     columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
     if mode == "direct":
         # No shuffle: the one write pass runs over the input splits in source order.
@@ -286,21 +298,28 @@ def _spark_rows(
 
 
 def _write(
-    records: DataFrame, plan: OnePassPlan, settings: WriterSettings, mode: str
+    records: DataFrame, plan: OnePassPlan, settings: WriterSettings, mode: str, config: IngestConfig
 ) -> list[TaskManifest]:
+    """The write pass over Spark's rows; rows of stage 1 alone (`prepare_records`) are
+    partitioned and checked in the task first."""
     task_fn = write_task_direct if mode == "direct" else write_task
+    prepared = PARTITION_IN_COLUMN in records.columns
+    rules: MappingRules | None = mapping_rules(config) if prepared else None
+    headers = "headers" in records.columns
 
     def write_fn(batches):
         import pyarrow as pa
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
+        if rules is not None:
+            batches = checked_records(batches, rules, headers=headers)
         for manifest in task_fn(
             batches, ctx.partitionId(), str(ctx.taskAttemptId()), plan, settings
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
 
-    columns = [c for c in RECORD_COLUMNS if c in records.columns]
+    columns = records.columns if prepared else [c for c in RECORD_COLUMNS if c in records.columns]
     rows = records.select(*columns).mapInArrow(write_fn, _MANIFEST_SCHEMA).collect()
     return [TaskManifest.from_json(r["manifest"]) for r in rows]
 
@@ -402,7 +421,7 @@ def run(
                     manifests = write_with_arrow(spark, arrow, plan, settings)
                 else:
                     assert rows is not None
-                    manifests = _write(rows, plan, settings, mode)
+                    manifests = _write(rows, plan, settings, mode, config)
                 lap("write")
                 manifests = place_staged(manifests, leo, settings)
                 topics = {m.topic for m in manifests}

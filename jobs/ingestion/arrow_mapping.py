@@ -8,6 +8,7 @@ oracle. Same rules (`MappingRules`), same error texts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "HEADERS_TYPE",
     "as_bytes",
     "checked",
+    "checked_records",
     "int32_partitions",
     "map_batch",
     "mapping_input",
@@ -90,6 +92,20 @@ def checked(mapped: pa.RecordBatch) -> pa.RecordBatch:
         first = int(np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))[0])
         raise InvalidRecordError(f"{ERROR_PREFIX}{errors[first].as_py()}")
     return mapped
+
+
+def checked_records(
+    batches: Iterable[pa.RecordBatch], plan: MappingRules, *, headers: bool
+) -> Iterator[pa.RecordBatch]:
+    """Stage 2 in a write task: each stage-1 batch (`mapping_input`, or Spark's
+    `mapping.prepare_records`) partitioned and checked, the first bad row raising as the
+    Spark mapping's `raise_error` does; the columns the writer takes (headers when mapped)."""
+    cache: dict[str, Any] = {}
+    written = ["topic", "partition", "key", "value", "timestamp", *(["headers"] * headers)]
+    for batch in batches:
+        if "headers" not in batch.schema.names:
+            batch = batch.append_column("headers", no_headers(batch.num_rows))
+        yield checked(map_batch(batch, plan, cache)).select(written)
 
 
 def _varint_size(values: np.ndarray) -> np.ndarray:

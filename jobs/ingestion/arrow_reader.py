@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -37,9 +37,8 @@ import pyarrow.parquet as pq
 
 from jobs.ingestion.arrow_mapping import (
     as_bytes,
-    checked,
+    checked_records,
     int32_partitions,
-    map_batch,
     mapping_input,
     no_headers,
 )
@@ -391,12 +390,14 @@ def mapped_batches(
     task: Sequence[FilePiece], task_index: int, columns: _Columns, rules: MappingRules
 ) -> Iterator[pa.RecordBatch]:
     """This task's records (topic, partition, key, value, timestamp), checked, in file order."""
-    cache: dict[str, Any] = {}
-    row = 0
-    for batch in _batches(task, columns.names):
-        mapped = checked(map_batch(_mapping_input(batch, columns, task_index, row), rules, cache))
-        row += batch.num_rows
-        yield mapped.select(["topic", "partition", "key", "value", "timestamp"])
+
+    def inputs() -> Iterator[pa.RecordBatch]:
+        row = 0
+        for batch in _batches(task, columns.names):
+            yield _mapping_input(batch, columns, task_index, row)
+            row += batch.num_rows
+
+    return checked_records(inputs(), rules, headers=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,9 @@ Two stages:
    (CreateTime), and the record alone in a batch within max.message.bytes (uncompressed topics,
    from octet lengths with Kafka's varint sizes; compressed sizes are the encoder's to check).
    `jobs.ingestion.arrow_mapping.map_batch` is the same stage over an Arrow batch in numpy:
-   what the arrow task reader runs, and the oracle the tests compare these expressions with.
+   what the arrow task reader runs, what the direct mode's write tasks run on Spark's stage-1
+   rows (`prepare_records`, no reject path), and the oracle the tests compare these
+   expressions with.
 
 A row failing a check either fails the job with the reason and the offending record
 (`ERROR_PREFIX` in a Spark error, see `invalid_record_error`), or, with `output.reject_path`,
@@ -77,6 +79,7 @@ __all__ = [
     "map_records",
     "map_records_with_rejects",
     "mapping_rules",
+    "prepare_records",
     "sample_keys",
 ]
 
@@ -111,6 +114,17 @@ def map_records_with_rejects(df: DataFrame, config: IngestConfig) -> MappedRecor
         F.col(f"{ORDER_COLUMN}.pos").alias("source_row_id"),
     )
     return MappedRecords(mapped, records, rejects)
+
+
+def prepare_records(df: DataFrame, config: IngestConfig) -> DataFrame:
+    """Stage 1 alone: topic, key, value, headers (when mapped), timestamp, the explicit
+    partition and the source row id, neither partitioned nor checked. For write tasks that run
+    stage 2 themselves (`arrow_mapping.checked_records`) on the rows they receive anyway, so
+    Python sees each row once (the murmur2 UDF is a Python evaluation of its own)."""
+    prepared = _prepare(df, config)
+    return prepared.select(
+        *(c for c in prepared.columns if c != "headers" or config.mapping.headers)
+    )
 
 
 def map_records(df: DataFrame, config: IngestConfig) -> DataFrame:

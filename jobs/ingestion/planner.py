@@ -73,14 +73,16 @@ class ProvisionalPlan(Mapping):
 
 @dataclass(frozen=True)
 class OnePassPlan:
-    """The range mode's plan without a counting pass: where a task's share of a partition goes.
+    """The plan without a counting pass: where a task's share of a partition goes.
 
-    Range partitioning gives each task a run of the sorted (topic, partition, order) keys, in
-    task order. So a partition that is not the first one in a task's rows (or any partition of
-    task 0) starts in that task: range 0, written in place from the partition's log end offset,
-    continuing the published last segment as the counted plan does. Only a task's first
-    partition may continue a range of earlier tasks: it is staged provisionally from offset 0
-    (range index = task index) and the driver places it (`commit.place_ranges`).
+    Any partition of task 0 starts in it: range 0, written in place from the partition's log
+    end offset, continuing the published last segment as a counted plan would. In the range
+    mode range partitioning gives each task a run of the sorted (topic, partition, order) keys,
+    in task order, so also a partition that is not the first one in a task's rows starts there;
+    only a task's first partition may continue a range of earlier tasks. In the direct mode
+    every split holds any partition, so every partition of a later task counts as its first
+    (`write_task_direct`). Those are staged provisionally from offset 0 (range index = task
+    index) and the driver places them in task order (`commit.place_ranges`).
     """
 
     log_end_offsets: Mapping[TopicPartition, int]

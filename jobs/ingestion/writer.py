@@ -135,8 +135,7 @@ class _RangeWriter:
         self.options = settings.batch_options[assignment.topic]
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
-        self.chunk_base = max(int(settings.chunk_bytes), 1)
-        self.widened = 0  # doublings of the chunk for batches that hold a whole chunk
+        self.chunk_limit = max(int(settings.chunk_bytes), 1)
         # timestamps of the last records appended (the split's context for the pending ones)
         self.context = np.zeros(0, dtype=np.int64)
         self.context_rows = split_context_rows(self.options)
@@ -156,15 +155,6 @@ class _RangeWriter:
         return open_range_log(
             s, a.topic, a.partition, a.first_offset, self.directory, continued=continued
         )
-
-    @property
-    def chunk_limit(self) -> int:
-        """Payload bytes pending before an encode (memory only: the bytes never depend on it)."""
-        return self.chunk_base << self.widened
-
-    def share_buffer(self, share: int) -> None:
-        """Lower this writer's chunk to `share`: more writers now share the task's buffer."""
-        self.chunk_base = min(self.chunk_base, max(int(share), 1))
 
     def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
         """Queue rows; `payload_bytes` is their `_payload_bytes` when the caller knows it."""
@@ -225,7 +215,7 @@ class _RangeWriter:
             self.pending_bytes = _payload_bytes(self.pending[0])
             if keep == 0:
                 # One batch holds the whole chunk (big batches, compression): widen the chunk.
-                self.widened += 1
+                self.chunk_limit *= 2
 
     def finish(self) -> TaskManifest:
         self._encode(final=True)
@@ -495,12 +485,11 @@ def write_task_direct(
 
     Every (topic, partition) the task holds is one range of the plan, written by its own
     `_RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
-    `DIRECT_TASK_BUFFER_BYTES` (each writer's share shrinks as more open). Each Arrow batch is
-    grouped by partition with a stable sort, so a partition's records keep the order the task
-    read them in: the source order. Batches and segments depend on the records only (see
-    `_RangeWriter`), never on the Arrow slicing nor the chunk size. With a `OnePassPlan` every
-    partition of a task after the first may continue earlier tasks' shares, so each counts as
-    the task's first: task 0 writes in place, the others stage provisionally.
+    `DIRECT_TASK_BUFFER_BYTES`. Each Arrow batch is grouped by partition with a stable sort, so
+    a partition's records keep the order the task read them in: the source order. Batches and
+    segments depend on the records only (see `_RangeWriter`), never on the Arrow slicing. With
+    a `OnePassPlan` every partition of a task after the first may continue earlier tasks'
+    shares, so each counts as the task's first: task 0 writes in place, the others stage.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)

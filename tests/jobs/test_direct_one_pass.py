@@ -25,8 +25,10 @@ from tests.jobs.ingest_helpers import (
     expected_records,
     kp_partition,
     read_root,
+    snapshot,
     source_rows,
     spark_read_order,
+    write_parquet,
 )
 
 pytestmark = pytest.mark.spark
@@ -134,3 +136,52 @@ def test_direct_mode_writes_in_one_pass_with_either_reader(
             (t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in sorted(expected)
         ]
         assert sum(1 for _ in root.glob("*/*.log")) >= 2 * PARTITIONS  # rolls
+
+
+# Stage 2 of the mapping in the Spark reader's write tasks (`checked_records`) against Spark's
+# own (the reject path keeps the rows in Spark's mapping): null-key rules, an explicit partition
+# column, headers.
+NULL_KEY = {"key": {"expr": "CASE WHEN id % 7 = 0 THEN NULL ELSE user END"}}
+MAPPINGS = {
+    "round-robin-null-keys": NULL_KEY,
+    "value-hash-null-keys": {**NULL_KEY, "partition": {"null_keys": "value_hash"}},
+    "partition-column": {"partition": "part"},
+}
+
+
+@pytest.mark.parametrize("mapping", sorted(MAPPINGS))
+def test_write_tasks_partition_and_check_as_the_spark_mapping_does(
+    spark, tmp_path, small_splits, monkeypatch, mapping
+):
+    rows = source_rows(500, seed=41)
+    src = write_parquet(tmp_path / "src", rows, files=3)
+    snapshots = {}
+    for way in ("in-task", "spark"):
+        root = tmp_path / way / "logs"
+        rejects = str(tmp_path / way / "rejects") if way == "spark" else None
+        doc = config_doc(
+            src,
+            root,
+            topics=TOPICS,
+            ordering="source",
+            mapping=MAPPINGS[mapping],
+            reject_path=rejects,
+        )
+        doc["source"]["task_reader"] = "spark"
+        doc["output"]["write_mode"] = "direct"
+        with monkeypatch.context() as patch:
+            if way == "in-task":  # no Spark stage 2 at all
+                patch.setattr(ingest, "map_records", None)
+                patch.setattr(ingest, "map_records_with_rejects", None)
+            result = ingest.run(
+                spark,
+                IngestConfig.from_dict(doc),
+                run_id="r1",
+                batch_bytes=400,
+                now_ms=NOW,
+                out=lambda _: None,
+            )
+        assert (result.write_mode, result.records, result.rejected) == ("direct", len(rows), 0)
+        snapshots[way] = snapshot(root)
+    assert snapshots["in-task"] == snapshots["spark"]
+    assert len({k.split("/")[0] for k in snapshots["spark"] if k.endswith(".log")}) == PARTITIONS

@@ -114,6 +114,15 @@ def _one_line(text: str) -> str:
     return text.strip()
 
 
+def _run_fails_with_one_line(spark, doc: dict, error_type: type, phrases: list[str]) -> None:
+    with pytest.raises(KafkaLogError) as info:
+        run(spark, IngestConfig.from_dict(doc), run_id="bad-1", out=lambda _: None)
+    assert isinstance(info.value, error_type), repr(info.value)
+    message = _one_line(str(info.value))
+    for phrase in phrases:
+        assert phrase in message, (phrase, message)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_bad_input_gives_one_clear_error(spark, source, tmp_path, capsys, case):
     changes, error_type, phrases = CASES[case]
@@ -121,12 +130,7 @@ def test_bad_input_gives_one_clear_error(spark, source, tmp_path, capsys, case):
     root = tmp_path / "logs"
 
     # run(): the config is validated first (bad config values never reach Spark).
-    with pytest.raises(KafkaLogError) as info:
-        run(spark, IngestConfig.from_dict(doc), run_id="bad-1", out=lambda _: None)
-    assert isinstance(info.value, error_type), repr(info.value)
-    message = _one_line(str(info.value))
-    for phrase in phrases:
-        assert phrase in message, (phrase, message)
+    _run_fails_with_one_line(spark, doc, error_type, phrases)
     assert not root.exists() or not any(root.iterdir()), "nothing may be published"
 
     # main(): exit status 1, exactly one `kafkalog: error:` line on stderr.
@@ -140,6 +144,22 @@ def test_bad_input_gives_one_clear_error(spark, source, tmp_path, capsys, case):
     for phrase in phrases:
         assert phrase in line, (phrase, line)
     assert not root.exists() or not any(root.iterdir())
+
+
+@pytest.mark.parametrize(
+    "case", [c for c, (_, kind, _) in CASES.items() if kind is InvalidRecordError]
+)
+def test_bad_record_in_the_direct_mode_is_the_same_one_line(spark, source, tmp_path, case):
+    """The direct mode's write tasks partition and check the rows themselves (no Spark stage 2):
+    the same error line, nothing published."""
+    changes, error_type, phrases = CASES[case]
+    doc = _doc(source, tmp_path, changes)
+    doc["ordering"] = "source"
+    doc["output"]["write_mode"] = "direct"
+    doc["source"]["task_reader"] = "spark"
+    _run_fails_with_one_line(spark, doc, error_type, phrases)
+    root = tmp_path / "logs"
+    assert not root.exists() or not any(root.iterdir()), "nothing may be published"
 
 
 def test_bad_config_value_names_the_setting_in_the_config_loader():
