@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -474,6 +474,16 @@ def partition_groups(
     ]
 
 
+def _share_budget(writers: Collection[_RangeWriter], chunk_bytes: int) -> None:
+    """Give every open writer an equal share of `DIRECT_TASK_BUFFER_BYTES` (at most
+    `chunk_bytes`, at least `MIN_CHUNK_BYTES`), as writers open: a task's pending rows stay
+    within the budget however many partitions it meets. Chunk sizes never change the bytes
+    written (see `_RangeWriter._encode`)."""
+    share = max(MIN_CHUNK_BYTES, min(chunk_bytes, DIRECT_TASK_BUFFER_BYTES // len(writers)))
+    for writer in writers:
+        writer.chunk_limit = min(writer.chunk_limit, share)
+
+
 def write_task_direct(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
@@ -509,9 +519,7 @@ def write_task_direct(
                 # or kept and synced by the relayout), so its task need not fsync it.
                 writer.sync = task_index == 0
                 writers[(topic, partition)] = writer
-                share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // len(writers))
-                for open_writer in writers.values():
-                    open_writer.share_buffer(share)
+                _share_budget(writers.values(), settings.chunk_bytes)
             # Each partition gets its own copy of its rows: slices of one shared copy would keep
             # every batch alive until the slowest partition encodes, so a task's memory would
             # follow its split size instead of DIRECT_TASK_BUFFER_BYTES.
