@@ -18,11 +18,11 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   `--modes`: `arrow` (output.write_mode direct with source.task_reader arrow: Spark schedules
   tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
   rows read by Spark and shipped to Python with mapInArrow) and `range` (range partitioning +
-  sort). This includes everything a real run does: mapping + per-row
-  checks, the counting pass (direct and arrow; the range mode writes in one pass and places the
-  ranges it staged provisionally), the write pass (encode, PartitionLog, fsync, CRC-32C
-  manifests), the relayout of partitions staged in several shares (one Spark task each: the
-  shares laid out as one writer) and the atomic publish.
+  sort). This includes everything a real run does: mapping + per-row checks, the one write
+  pass (encode, PartitionLog, fsync, CRC-32C manifests; no mode counts rows first), the
+  driver's placing of the shares staged provisionally (the `place` lap), the relayout of
+  partitions staged in several shares (one Spark task each: the shares laid out as one writer)
+  and the atomic publish.
 
 Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size, peak
 RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
@@ -327,6 +327,7 @@ def write_json(path: Path, args, results: list[dict], load_start: tuple) -> None
         "load_start": load_start,  # 1, 5, 15-minute load averages
         "load_end": os.getloadavg(),
         "argv": sys.argv[1:],
+        "machine_ceiling": getattr(args, "ceiling", None),  # with --scaling: bench/machine.py
         "results": [{k: v for k, v in r.items() if k != "app_id"} for r in results],
     }
     path.write_text(json.dumps(doc, indent=1))
@@ -424,13 +425,15 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout.py (its callsite)
         return "relayout: shares as one writer"
     if "arrow" in group:  # the tasks read the files: no rows flow through the JVM
-        return "write pass: pyarrow read+write" if s["tasks"] > 1 else "count / small job"
-    if "direct" in group:  # count job (read + map + small aggregate), then the write job
-        if s["topy"] > 0 and s["shw"] > 0:
-            return "count pass: read+map(py)"
+        return "write pass: pyarrow read+write" if s["tasks"] > 1 else "small job"
+    if "direct" in group:  # one write job over the input splits
         if s["topy"] > 0:
             return "write pass: read+map+write(py)"
-        return "file listing / schema" if s["shr"] == 0 else "count pass: aggregate"
+        return "file listing / schema"
+    if "range_bounds" in s["name"]:  # jobs/ingestion/range_bounds.py: a sample mapped, sorted
+        return "bounds: read+sample+map(py)" if s["tasks"] > 1 else "bounds: sort the sample"
+    if s["shw"] > 0 and s["topy"] == 0 and s["shr"] == 0:  # before the bounds: count(*)
+        return "bounds: count source rows"
     if s["shw"] > 0 and s["topy"] > 0:
         cache_reads[group] = 0
         return "range shuffle: read+map(py)"
@@ -650,6 +653,15 @@ def main(argv: list[str] | None = None) -> int:
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
     masters = (["local[1]"] if args.scaling and args.master != "local[1]" else []) + [args.master]
+    ceiling = None
+    if len(masters) == 2:
+        from bench.machine import machine_scaling
+
+        ceiling = args.ceiling = machine_scaling()
+        print(
+            "machine ceiling for 1 -> 2 cores (two processes sharing nothing): "
+            + ", ".join(f"{kind} x{ratio:.2f}" for kind, ratio in ceiling.items())
+        )
     results = []
     for master in masters:
         res = run_master(args, master, src, warm, events)
@@ -663,6 +675,12 @@ def main(argv: list[str] | None = None) -> int:
         for kind in many:
             print(
                 f"  {kind:16s} {one[kind]:7.2f} s -> {many[kind]:7.2f} s  x{one[kind] / many[kind]:.2f}"
+            )
+        if ceiling is not None:
+            print(
+                "  (the machine's own ceiling: "
+                + ", ".join(f"{kind} x{ratio:.2f}" for kind, ratio in ceiling.items())
+                + ")"
             )
     remove_logs(args.out / "ingest-logs")
     if args.json is not None:

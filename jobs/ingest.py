@@ -13,21 +13,20 @@ How a run goes (every step before "publish" touches only the run's staging area)
    Kafka partition is a run of consecutive tasks and a hot partition is split over several.
    `direct` (source order only): no shuffle; every input split writes its own share of each
    partition, in the order it read them.
-4. direct: a counting pass -> `plan_offsets`: each task's exact base offset per partition
-   range, offsets continuing from each partition's log end offset. range: no counting pass
-   (`OnePassPlan`): a task writes in place every partition that starts in it and stages its
-   first partition, which may continue earlier tasks' ranges, from offset 0.
-5. Write pass (`mapInArrow` -> `write_task` / `write_task_direct`): each task drives the core's
-   PartitionLog in its attempt's own staging dir and returns manifests. With the arrow task
-   reader (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store
-   pyarrow opens, plain-column mappings, direct mode) the tasks read the files themselves with
-   pyarrow instead, and the counting pass reads only the partitioning columns.
-6. range: the driver places the staged ranges in task order (`commit.place_ranges`: an 8-byte
-   base-offset patch per batch, or a continuation of the published last segment). Both modes:
-   a partition staged in several shares (splits, tasks) is laid out as one writer lays out the
-   same batches (`jobs.ingestion.relayout`, one Spark task per such partition), so its segment
-   count follows its bytes, not the split count.
-7. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
+4. One write pass, no counting pass (`OnePassPlan`, `mapInArrow` -> `write_task` /
+   `write_task_direct`): each task drives the core's PartitionLog in its attempt's own staging
+   dir and returns manifests. A share that surely starts its partition is written in place from
+   the log end offset (continuing the published last segment); any other share is staged from
+   offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
+   partition of a task after the first may. With the arrow task reader
+   (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
+   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow.
+5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
+   base-offset patch per batch, or a continuation of the published last segment). A partition
+   staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
+   (`jobs.ingestion.relayout`, one Spark task per such partition), so its segment count follows
+   its bytes, not the split count.
+6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
 
@@ -42,12 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.arrow_reader import (
-    ArrowReadPlan,
-    count_with_arrow,
-    plan_arrow_read,
-    write_with_arrow,
-)
+from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
 from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
@@ -68,7 +62,8 @@ from jobs.ingestion.mapping import (
     map_records,
     map_records_with_rejects,
 )
-from jobs.ingestion.planner import OffsetPlan, OnePassPlan, plan_offsets
+from jobs.ingestion.planner import OnePassPlan
+from jobs.ingestion.range_bounds import task_id_column
 from jobs.ingestion.relayout import relayout, spark_runner
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
@@ -120,9 +115,22 @@ def _config_hash(config: IngestConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _range_sorted(mapped: DataFrame, tasks: int) -> DataFrame:
+def _range_sorted(
+    mapped: DataFrame, tasks: int, source: DataFrame, config: IngestConfig
+) -> DataFrame:
+    """`mapped` in `tasks` contiguous runs of its sorted (topic, partition, order) keys, sorted
+    within each task: routed by bounds from a sample of `source` (`range_bounds`: no sampling
+    job over the mapping), or by Spark's range partitioner for ordering types it cannot bound."""
     keys = ["topic", "partition", ORDER_COLUMN]
-    return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
+    try:
+        task = task_id_column(source, config, tasks, mapped.schema)
+    except KafkaLogError:
+        raise
+    except Exception as error:  # the bounds job is a Spark job: its failure reads as a run's
+        raise _spark_error(error) from None
+    if task is None:
+        return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
+    return mapped.repartitionById(tasks, task).sortWithinPartitions(*keys)
 
 
 def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
@@ -258,8 +266,8 @@ def _spark_rows(
     Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
-    Nothing is cached: mapping ships only keys to Python, so mapping twice (range sampling, then
-    the shuffle) is cheaper than a cache, and the range mode reads its sorted rows once.
+    Nothing is cached: the range mode maps only a sample for its bounds (`range_bounds`), then
+    every row once before the shuffle, and reads its sorted rows once.
     """
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
@@ -270,34 +278,16 @@ def _spark_rows(
     choice = mode, _ = write_mode_choice(config, tasks, splits)
     columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
     if mode == "direct":
-        # No shuffle: the counting and the write pass both run over the input splits (the
-        # source is read twice; the counting pass reads only what partitioning needs).
+        # No shuffle: the one write pass runs over the input splits in source order.
         return records.select(*columns), rejects, choice
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    return _range_sorted(records.select(*columns, ORDER_COLUMN), tasks), rejects, choice
-
-
-def _count(records: DataFrame) -> list[tuple[int, str, int, int]]:
-    """Rows per (task, topic, partition), counted by Spark itself: no rows travel to Python.
-
-    `task` is the Spark partition id of the DataFrame given, which is the write pass's task index
-    when that pass runs over the same DataFrame.
-    """
-    from pyspark.sql import functions as F
-
-    rows = (
-        records.select(F.spark_partition_id().alias("task"), "topic", "partition")
-        .groupBy("task", "topic", "partition")
-        .count()
-        .collect()
-    )
-    return [(r["task"], r["topic"], r["partition"], r["count"]) for r in rows]
+    ranged = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks, source.df, config)
+    return ranged, rejects, choice
 
 
 def _write(
-    records: DataFrame, plan: OffsetPlan | OnePassPlan, settings: WriterSettings, mode: str
+    records: DataFrame, plan: OnePassPlan, settings: WriterSettings, mode: str
 ) -> list[TaskManifest]:
-    lookup = plan.as_lookup() if isinstance(plan, OffsetPlan) else plan
     task_fn = write_task_direct if mode == "direct" else write_task
 
     def write_fn(batches):
@@ -306,7 +296,7 @@ def _write(
 
         ctx = TaskContext.get()
         for manifest in task_fn(
-            batches, ctx.partitionId(), str(ctx.taskAttemptId()), lookup, settings
+            batches, ctx.partitionId(), str(ctx.taskAttemptId()), plan, settings
         ):
             yield pa.RecordBatch.from_pylist([{"manifest": manifest.to_json()}])
 
@@ -396,20 +386,9 @@ def run(
                 state = scan_existing_state(root)
                 check_topic_ids(config, state)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
-                if mode == "range":
-                    # One pass: no counts, tasks stage what they cannot place (OnePassPlan).
-                    plan: OffsetPlan | OnePassPlan = OnePassPlan(leo)
-                    topics = set(config.topics)
-                else:
-                    if arrow is not None:
-                        counts = count_with_arrow(spark, arrow)
-                    else:
-                        assert rows is not None
-                        counts = _count(rows)
-                    lap("count")
-                    plan = plan_offsets(counts, leo)
-                    topics = {a.topic for a in plan.ranges}
-                configs, options = _topic_settings(config, topics, started, batch_bytes)
+                # One pass, no counts: tasks stage what they cannot place (OnePassPlan).
+                plan = OnePassPlan(leo)
+                configs, options = _topic_settings(config, set(config.topics), started, batch_bytes)
                 settings = WriterSettings(
                     output_root=str(root),
                     run_id=run_id,
@@ -419,18 +398,15 @@ def run(
                     leader_epoch=LEADER_EPOCH,
                     fail_after_batches=fail_after_batches,
                 )
-                if isinstance(plan, OffsetPlan) and not plan.ranges:
-                    manifests = []
-                elif arrow is not None:
+                if arrow is not None:
                     manifests = write_with_arrow(spark, arrow, plan, settings)
                 else:
                     assert rows is not None
                     manifests = _write(rows, plan, settings, mode)
                 lap("write")
-                if isinstance(plan, OnePassPlan):
-                    manifests = place_staged(manifests, leo, settings)
-                    topics = {m.topic for m in manifests}
-                    lap("place")
+                manifests = place_staged(manifests, leo, settings)
+                topics = {m.topic for m in manifests}
+                lap("place")
                 manifests, relaid = relayout(manifests, settings, spark_runner(spark, settings))
                 lap("relayout")
                 if rejects is not None:

@@ -10,9 +10,14 @@ A dry run (the default) changes no byte: it reports every segment with keep/dele
 next run understand:
 1. tasks rename each victim's files to `.deleted`, oldest first, and drop leader-epoch entries
    below the new log start offset;
-2. the driver writes `log-start-offset-checkpoint` atomically;
+2. the driver writes `log-start-offset-checkpoint` atomically, then raises every recovery point
+   in `recovery-point-offset-checkpoint` that is below its log start offset up to it (Kafka
+   never leaves a recovery point below the log start);
 3. tasks remove the `.deleted` files (a killed run's leftovers are removed by the next run, or
    by a broker at startup).
+Quarantine files (`<segment>.log.quarantine`: corrupt tails rebuild-index moved aside for
+forensics) are listed in the report (`kind` = quarantine) and, with `--apply`, deleted once
+older than their topic's retention.ms (any cleanup.policy; -1 keeps them).
 The run holds the log dir's run lock, so it never overlaps an ingest run.
 """
 
@@ -42,12 +47,19 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile, read_high_watermarks
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    log_file_name,
     segment_log_files,
 )
 from kafkalog_core.log.retention import (
+    RetentionDecision,
     backfill_risk,
+    delete_quarantine_files,
     mark_segments_deleted,
     purge_deleted_files,
+    quarantine_decision,
+    raised_recovery_points,
+    read_quarantine_files,
     read_segment_facts,
     retention_decisions,
     truncate_leader_epochs_from_start,
@@ -77,8 +89,12 @@ REPORT_SCHEMA = pa.schema(
         pa.field("log_start_offset", pa.int64()),  # after this run's deletes
         pa.field("applied", pa.bool_()),
         pa.field("settings", pa.string()),
+        pa.field("kind", pa.string()),  # KIND_SEGMENT or KIND_QUARANTINE
+        pa.field("file", pa.string()),  # its name in the partition dir
     ]
 )
+KIND_SEGMENT = "segment"
+KIND_QUARANTINE = "quarantine"  # a corrupt tail rebuild-index moved aside (kafkalog's own file)
 
 
 @dataclass(frozen=True)
@@ -91,52 +107,106 @@ class RetentionOptions:
 
 
 def retention_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-    """Per partition: read segment facts, decide, and with `apply` do phase one of the delete."""
+    """Per partition: read segment facts, decide, and with `apply` do phase one of the delete;
+    the same for its quarantine files (deleted at once: nothing reads them)."""
 
     def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
         pdir = Path(options.log_dir) / unit["dir"]
         if options.apply:
             purge_deleted_files(pdir)  # a killed apply's leftovers (a broker would drop them too)
-        facts = [read_segment_facts(p) for p in segment_log_files(pdir)]
-        if not facts:
-            return []
         config = LogConfig.from_dict(unit["config"])
-        decisions = retention_decisions(
-            facts,
-            config,
-            now_ms=options.now_ms,
-            log_start_offset=unit["log_start_offset"],
-            high_watermark=unit["high_watermark"],
-        )
-        victims = [d.base_offset for d in decisions if d.delete]
-        kept = [d.base_offset for d in decisions if not d.delete]
-        new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0])
-        if options.apply and victims:
-            mark_segments_deleted(pdir, victims)
-            truncate_leader_epochs_from_start(pdir, new_lso)
-        return [
-            {
-                "topic": unit["topic"],
-                "partition": unit["partition"],
-                "base_offset": f.base_offset,
-                "next_offset": f.next_offset,
-                "size_bytes": f.size,
-                "batches": f.batches,
-                "max_timestamp": f.max_timestamp,
-                "largest_timestamp": f.largest_timestamp,
-                "last_modified": f.last_modified_ms,
-                "action": "delete" if d.delete else "keep",
-                "rule": d.rule,
-                "reason": d.reason,
-                "backfill_risk": backfill_risk(f, config, options.now_ms),
-                "log_start_offset": new_lso,
-                "applied": bool(options.apply and d.delete),
-                "settings": unit["settings"],
-            }
-            for f, d in zip(facts, decisions, strict=True)
-        ]
+        rows, log_start = _segment_rows(pdir, unit, config, options)
+        return rows + _quarantine_rows(pdir, unit, config, options, log_start)
 
     return task
+
+
+def _row(
+    unit: dict[str, Any], log_start: int, decision: RetentionDecision, apply: bool, **values: Any
+) -> dict[str, Any]:
+    """One report row: the partition's columns, the decision's, then the file's `values`."""
+    return {
+        "topic": unit["topic"],
+        "partition": unit["partition"],
+        "log_start_offset": log_start,
+        "settings": unit["settings"],
+        "base_offset": decision.base_offset,
+        "action": "delete" if decision.delete else "keep",
+        "rule": decision.rule,
+        "reason": decision.reason,
+        "applied": bool(apply and decision.delete),
+        **values,
+    }
+
+
+def _segment_rows(
+    pdir: Path, unit: dict[str, Any], config: LogConfig, options: RetentionOptions
+) -> tuple[list[dict[str, Any]], int]:
+    """The segments' rows and the log start offset after their deletes."""
+    facts = [read_segment_facts(p) for p in segment_log_files(pdir)]
+    if not facts:
+        return [], unit["log_start_offset"]
+    decisions = retention_decisions(
+        facts,
+        config,
+        now_ms=options.now_ms,
+        log_start_offset=unit["log_start_offset"],
+        high_watermark=unit["high_watermark"],
+    )
+    victims = [d.base_offset for d in decisions if d.delete]
+    kept = [d.base_offset for d in decisions if not d.delete]
+    new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0])
+    if options.apply and victims:
+        mark_segments_deleted(pdir, victims)
+        truncate_leader_epochs_from_start(pdir, new_lso)
+    rows = [
+        _row(
+            unit,
+            new_lso,
+            d,
+            options.apply,
+            kind=KIND_SEGMENT,
+            file=log_file_name(f.base_offset),
+            next_offset=f.next_offset,
+            size_bytes=f.size,
+            batches=f.batches,
+            max_timestamp=f.max_timestamp,
+            largest_timestamp=f.largest_timestamp,
+            last_modified=f.last_modified_ms,
+            backfill_risk=backfill_risk(f, config, options.now_ms),
+        )
+        for f, d in zip(facts, decisions, strict=True)
+    ]
+    return rows, new_lso
+
+
+def _quarantine_rows(
+    pdir: Path,
+    unit: dict[str, Any],
+    config: LogConfig,
+    options: RetentionOptions,
+    log_start: int,
+) -> list[dict[str, Any]]:
+    """rebuild-index's quarantined tails: listed, and with `apply` deleted past retention.ms."""
+    items = read_quarantine_files(pdir)
+    decisions = [quarantine_decision(q, config, options.now_ms) for q in items]
+    if options.apply:
+        delete_quarantine_files([q.path for q, d in zip(items, decisions, strict=True) if d.delete])
+    return [
+        _row(
+            unit,
+            log_start,
+            d,
+            options.apply,
+            kind=KIND_QUARANTINE,
+            file=q.path.name,
+            size_bytes=q.size,
+            largest_timestamp=q.last_modified_ms,
+            last_modified=q.last_modified_ms,
+            backfill_risk=False,
+        )
+        for q, d in zip(items, decisions, strict=True)
+    ]
 
 
 def purge_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -181,7 +251,8 @@ def run(
         units = [_unit(r, configs[r.topic], start_offsets, high_watermarks) for r in refs]
         rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
         if apply:
-            _advance_log_start_offsets(lso_file, start_offsets, rows)
+            log_starts = _advance_log_start_offsets(lso_file, start_offsets, rows)
+            _raise_recovery_points(root, log_starts)
             touched = {(t, p) for t, p, a in _triples(rows) if a}
             purge_units = [r.unit() for r in refs if (r.topic, r.partition) in touched]
             purge_schema = pa.schema([("dir", pa.string()), ("removed", pa.int64())])
@@ -209,18 +280,25 @@ def _unit(ref: PartitionRef, resolved, start_offsets, high_watermarks) -> dict[s
 
 
 def _triples(rows: pa.Table):
-    return zip(
-        rows.column("topic").to_pylist(),
-        rows.column("partition").to_pylist(),
-        rows.column("applied").to_pylist(),
-        strict=True,
+    """(topic, partition, applied) of every segment row (quarantine files leave no .deleted)."""
+    return (
+        (topic, partition, applied)
+        for topic, partition, applied, kind in zip(
+            rows.column("topic").to_pylist(),
+            rows.column("partition").to_pylist(),
+            rows.column("applied").to_pylist(),
+            rows.column("kind").to_pylist(),
+            strict=True,
+        )
+        if kind == KIND_SEGMENT
     )
 
 
 def _advance_log_start_offsets(
     lso_file: OffsetCheckpointFile, before: dict[tuple[str, int], int], rows: pa.Table
-) -> None:
-    """Write the new log start offsets (never lower than recorded) in one atomic replace."""
+) -> dict[tuple[str, int], int]:
+    """Write the new log start offsets (never lower than recorded) in one atomic replace;
+    return them, every partition of the run included."""
     after = dict(before)
     for topic, partition, lso in zip(
         rows.column("topic").to_pylist(),
@@ -232,6 +310,18 @@ def _advance_log_start_offsets(
         after[tp] = max(after.get(tp, 0), lso)
     if after != before:
         lso_file.write(after)
+    return after
+
+
+def _raise_recovery_points(root: Path, log_starts: dict[tuple[str, int], int]) -> None:
+    """Move every recovery point below its log start offset up to it, as a broker does when
+    retention raises the log start (written after the log starts: a kill in between leaves a
+    broker only more to recover, and the next --apply finishes it)."""
+    checkpoint = OffsetCheckpointFile(root / RECOVERY_POINT_CHECKPOINT_FILE)
+    before = checkpoint.read()
+    after = raised_recovery_points(before, log_starts)
+    if after != before:
+        checkpoint.write(after)
 
 
 def _human_bytes(n: int) -> str:
@@ -248,7 +338,8 @@ def summarize(
     """The printed summary and the backfill warnings, one per topic."""
     when = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
     mode = "applied" if apply else "dry run, nothing changed"
-    records = rows.to_pylist()
+    records = [r for r in rows.to_pylist() if r["kind"] == KIND_SEGMENT]
+    quarantined = [r for r in rows.to_pylist() if r["kind"] == KIND_QUARANTINE]
     partitions = {(r["topic"], r["partition"]) for r in records}
     deleted = [r for r in records if r["action"] == "delete"]
     by_rule: dict[str, int] = defaultdict(int)
@@ -271,7 +362,17 @@ def summarize(
             f"  {topic}: delete {len(hits)} segments in {len({r['partition'] for r in hits})} "
             f"partitions, {_human_bytes(sum(r['size_bytes'] for r in hits))}"
         )
-    if deleted and not apply:
+    if quarantined:
+        expired = [r for r in quarantined if r["action"] == "delete"]
+        lines.append(
+            f"  quarantine files (rebuild-index's corrupt tails): {len(quarantined)}, "
+            f"{'deleted' if apply else 'to delete'} {len(expired)} older than retention.ms "
+            f"({_human_bytes(sum(r['size_bytes'] for r in expired))})"
+        )
+        lines.extend(
+            f"    {r['topic']}-{r['partition']}/{r['file']}: {r['reason']}" for r in expired
+        )
+    if (deleted or any(r["action"] == "delete" for r in quarantined)) and not apply:
         lines.append("  run again with --apply to delete them")
     warnings = []
     risky: dict[str, list[dict[str, Any]]] = defaultdict(list)

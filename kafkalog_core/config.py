@@ -29,12 +29,13 @@ import dataclasses
 import difflib
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from kafkalog_core.errors import ConfigError
+from kafkalog_core.properties import parse_properties
 from kafkalog_core.record.batch import Compression, TimestampType
 
 __all__ = ["LONG_MAX", "LogConfig", "parse_properties"]
@@ -337,7 +338,7 @@ class LogConfig:
             raise ConfigError(f"cannot read log config {path}: {e.strerror or e}") from None
         try:
             return cls.from_dict(parse_properties(text))
-        except ConfigError as e:
+        except (ConfigError, ValueError) as e:  # ValueError: a malformed \uXXXX escape
             raise ConfigError(f"{path}: {e}") from None
 
     @classmethod
@@ -526,72 +527,3 @@ def flatten_settings(mapping: Mapping[Any, Any], prefix: str = "") -> dict[str, 
         else:
             out[name] = value
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# .properties
-# ---------------------------------------------------------------------------------------------
-_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> Iterable[str]:
-    """java.util.Properties line rules: comments, blank lines and backslash continuations."""
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _ends_with_odd_backslashes(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(" \t\f")
-            i += 1
-        if _ends_with_odd_backslashes(line):
-            line = line[:-1]
-        yield line
-
-
-def _ends_with_odd_backslashes(line: str) -> bool:
-    count = len(line) - len(line.rstrip("\\"))
-    return count % 2 == 1
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\" or i + 1 >= len(text):
-            out.append(c)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-            out.append(chr(int(text[i + 2 : i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse .properties text into key -> value strings (later duplicates win, like Java)."""
-    result: dict[str, str] = {}
-    for line in _logical_lines(text):
-        # The key ends at the first unescaped '=', ':' or whitespace.
-        i = 0
-        while i < len(line):
-            c = line[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c in "=: \t\f":
-                break
-            i += 1
-        key = line[:i]
-        rest = line[i:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):  # one separator, possibly after whitespace
-            rest = rest[1:].lstrip(" \t\f")
-        result[_unescape(key)] = _unescape(rest)
-    return result

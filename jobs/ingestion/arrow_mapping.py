@@ -57,11 +57,13 @@ def no_headers(n: int) -> pa.Array:
 
 
 def int32_partitions(column: pa.Array) -> pa.Array:
-    """The partition column as int (Spark's ANSI cast fails on values outside int)."""
+    """The partition column as int (Spark's ANSI cast fails on values outside int); in a task,
+    so the error carries `ERROR_PREFIX` as `checked`'s do (the job's one error line)."""
     values = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
     outside = np.flatnonzero((values < -(2**31)) | (values >= 2**31))
     if outside.size:
-        raise InvalidRecordError(f"partition {int(values[outside[0]])} does not fit an int")
+        value = int(values[outside[0]])
+        raise InvalidRecordError(f"{ERROR_PREFIX}partition {value} does not fit an int")
     return column.cast(pa.int32())
 
 
@@ -183,14 +185,8 @@ def map_batch(
     batch: pa.RecordBatch,
     plan: MappingRules,
     cache: dict[str, Any],
-    *,
-    partitions_only: bool = False,
 ) -> pa.RecordBatch:
-    """Partition and check one batch; vectorized over rows, Python only per distinct topic.
-
-    `partitions_only` (a counting pass): just (topic, partition), -1 where the topic or the
-    partition is invalid, without the record checks (the write pass runs them).
-    """
+    """Partition and check one batch; vectorized over rows, Python only per distinct topic."""
     n = batch.num_rows
     reasons: dict[int, Any] = {}  # row -> why it is invalid: few, usually none
     invalid = np.zeros(n, dtype=bool)  # the rows in `reasons`
@@ -263,12 +259,6 @@ def map_batch(
                 f"partition {partition[i]} is out of range for topic "
                 f"{names[codes[i]]!r} with {nparts[i]} partitions"
             ),
-        )
-
-    if partitions_only:
-        partition[invalid] = -1
-        return pa.RecordBatch.from_arrays(
-            [topics, pa.array(partition.astype(np.int32), pa.int32())], names=["topic", "partition"]
         )
 
     # Keys on compacted topics.

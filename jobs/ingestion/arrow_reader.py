@@ -26,7 +26,6 @@ file) of about `spark.sql.files.maxPartitionBytes`, packed like Spark packs file
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,7 +48,7 @@ from jobs.ingestion.mapping import (
     MappingRules,
     mapping_rules,
 )
-from jobs.ingestion.planner import OffsetPlan
+from jobs.ingestion.planner import OnePassPlan
 from jobs.ingestion.source_fs import (
     Resolver,
     install,
@@ -59,27 +58,20 @@ from jobs.ingestion.source_fs import (
     why_not_open,
 )
 from jobs.ingestion.writer import WriterSettings, write_task_direct
-from kafkalog_core.partitioner import partition_for_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from jobs.ingestion.commit import TaskManifest
 
-__all__ = ["ArrowReadPlan", "FilePiece", "count_with_arrow", "plan_arrow_read", "write_with_arrow"]
+__all__ = ["ArrowReadPlan", "FilePiece", "plan_arrow_read", "write_with_arrow"]
 
-# Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes (the
-# counting pass reads only the partitioning columns, so its batches can be much longer).
+# Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes.
 BATCH_ROWS = 65536
-COUNT_BATCH_ROWS = 1 << 20
 # Parquet is read through a buffered stream of this many bytes per column, without pre-buffering:
 # pyarrow's default reads a row group's whole column chunks at once, so a task's memory grew with
 # the source's row-group size (a 132 MiB row group: 280 MiB peak; streamed: 164 MiB, any size).
 READ_BUFFER_BYTES = 1 << 20
-# The counting pass reads only the columns that place a record. Up to this many compressed
-# bytes of them it runs on the driver (threads over the tasks' files), which is faster than a
-# Spark job's per-task overhead; above it, as a Spark job.
-DRIVER_COUNT_MAX_BYTES = 256 << 20
 # Spark's spark.sql.files.openCostInBytes default: a file costs this much on top of its size
 # when files are packed into tasks (so many small files do not all land in one task).
 OPEN_COST_BYTES = 4 << 20
@@ -106,7 +98,6 @@ class _Columns:
     timestamp_kind: str  # none | timestamp | integer | date | now
     timestamp_factor: tuple[int, int]  # ms = value * a // b; now: (run start ms, 1)
     partition_column: str | None
-    key_may_be_null: bool = True  # False when every file's statistics say the key has no nulls
 
     @property
     def names(self) -> list[str]:
@@ -119,15 +110,6 @@ class _Columns:
         )
         return list(dict.fromkeys(n for n in named if n is not None))
 
-    def partitioning_names(self, plan: MappingRules) -> list[str]:
-        """The columns the counting pass needs: topic and what places a record."""
-        named = [self.topic_column, self.partition_column]
-        if plan.by_key:
-            named.append(self.key_column)
-            if plan.null_keys == "value_hash" and self.key_may_be_null:
-                named.append(self.value_column)
-        return list(dict.fromkeys(n for n in named if n is not None))
-
 
 @dataclass(frozen=True)
 class ArrowReadPlan:
@@ -136,7 +118,6 @@ class ArrowReadPlan:
     tasks: tuple[tuple[FilePiece, ...], ...]
     columns: _Columns
     rules: MappingRules
-    counting_bytes: int = 0  # compressed bytes of the columns the counting pass reads
     file_systems: tuple[str, ...] = ()  # pyarrow's type names of the file systems read
     resolvers: tuple[tuple[str, Resolver], ...] = ()  # `source_fs` hooks the tasks install
 
@@ -160,23 +141,16 @@ def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, st
     return fm.column, None
 
 
-@dataclass
-class _Footers:
-    """What the source files' footers say about the mapped columns."""
-
-    types: dict[str, pa.DataType]
-    may_be_null: dict[str, bool]  # False only when every row group's statistics say no null
-    compressed_bytes: dict[str, int]
-
-
 def _metadata(location: str) -> pq.FileMetaData:
     fs, path = open_file_system(location)
     return pq.read_metadata(path, filesystem=fs)
 
 
-def _read_footers(paths: Sequence[str], names: Sequence[str]) -> tuple[_Footers | None, str]:
-    """Each named column's type (the same in every file, else why not), nulls and size."""
-    footers = _Footers({}, dict.fromkeys(names, False), dict.fromkeys(names, 0))
+def _read_types(
+    paths: Sequence[str], names: Sequence[str]
+) -> tuple[dict[str, pa.DataType] | None, str]:
+    """Each named column's type, the same in every file (else None and why not)."""
+    types: dict[str, pa.DataType] = {}
     for path, meta in zip(paths, io_map(_metadata, paths), strict=True):
         schema = meta.schema.to_arrow_schema()
         leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
@@ -185,16 +159,10 @@ def _read_footers(paths: Sequence[str], names: Sequence[str]) -> tuple[_Footers 
             if index < 0 or name not in leaves:
                 return None, f"column {name!r} is not a plain column of data file {path}"
             dtype = schema.field(index).type
-            if footers.types.setdefault(name, dtype) != dtype:
-                first = footers.types[name]
+            if types.setdefault(name, dtype) != dtype:
+                first = types[name]
                 return None, f"column {name!r} is {first} in one file and {dtype} in {path}"
-            for g in range(meta.num_row_groups):
-                chunk = meta.row_group(g).column(leaves[name])
-                footers.compressed_bytes[name] += chunk.total_compressed_size
-                stats = chunk.statistics
-                if stats is None or not stats.has_null_count or stats.null_count:
-                    footers.may_be_null[name] = True
-    return footers, ""
+    return types, ""
 
 
 def _is_bytes(dtype: pa.DataType) -> bool:
@@ -265,10 +233,9 @@ def plan_arrow_read(
     shadowed = sorted(set(names) & set(partition_columns))
     if shadowed:
         return None, f"the mapping reads Delta partition column(s) {shadowed}"
-    footers, why = _read_footers(sources, names)
-    if footers is None:
+    types, why = _read_types(sources, names)
+    if types is None:
         return None, why
-    types = footers.types
     if m.topic.column is not None and not (
         pa.types.is_string(types[m.topic.column]) or pa.types.is_large_string(types[m.topic.column])
     ):
@@ -296,16 +263,11 @@ def plan_arrow_read(
         timestamp_kind=kind,
         timestamp_factor=factor,
         partition_column=m.partition.column,
-        key_may_be_null=key is None or footers.may_be_null[key],
     )
-    rules = mapping_rules(config)
-    counted = columns.partitioning_names(rules)
-    counting_bytes = sum(footers.compressed_bytes.get(n, 0) for n in counted)
     return ArrowReadPlan(
         pack_tasks(sources, max_split_bytes),
         columns,
-        rules,
-        counting_bytes,
+        mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
         resolvers=resolvers_for(sources),
     ), ""
@@ -395,25 +357,18 @@ def _mapping_input(
         topic = batch.column(columns.topic_column)
     else:
         topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
-    names = batch.schema.names  # the counting pass reads only the partitioning columns
     key = (
-        as_bytes(batch.column(columns.key_column))
-        if columns.key_column in names
-        else pa.nulls(n, pa.binary())
+        pa.nulls(n, pa.binary())
+        if columns.key_column is None
+        else as_bytes(batch.column(columns.key_column))
     )
-    value = (
-        as_bytes(batch.column(columns.value_column))
-        if columns.value_column in names
-        else pa.nulls(n, pa.binary())
-    )
+    value = as_bytes(batch.column(columns.value_column))
     if columns.timestamp_kind == "now":  # `timestamp: now`: the run's start time
         timestamp = pa.array(np.full(n, columns.timestamp_factor[0], dtype=np.int64))
     elif columns.timestamp_column is None:  # no timestamp mapped: -1 (LogAppendTime topics)
         timestamp = pa.array(np.full(n, -1, dtype=np.int64))
-    elif columns.timestamp_column in names:
+    else:
         timestamp = _timestamps_ms(batch.column(columns.timestamp_column), columns)
-    else:  # the counting pass: timestamps do not place records
-        timestamp = pa.array(np.zeros(n, dtype=np.int64))
     if columns.partition_column is None:
         partition = pa.nulls(n, pa.int32())
     else:
@@ -444,91 +399,16 @@ def mapped_batches(
         yield mapped.select(["topic", "partition", "key", "value", "timestamp"])
 
 
-def _constant_topic_by_key(columns: _Columns, rules: MappingRules) -> tuple[str, int] | None:
-    """(topic, partitions) when every row goes to one valid topic and is placed by murmur2 of
-    its key: then a batch without null keys is counted from its keys alone."""
-    if columns.topic_name is None or not rules.by_key or columns.key_column is None:
-        return None
-    topic_rules = rules.rules_for(columns.topic_name)
-    if isinstance(topic_rules, str):  # an invalid topic: the general path says so
-        return None
-    return columns.topic_name, int(topic_rules.partitions)
-
-
-def count_task_files(
-    task: Sequence[FilePiece], task_index: int, columns: _Columns, rules: MappingRules
-) -> list[tuple[int, str, int, int]]:
-    """The counting pass of one task: reads only the columns that place a record, and counts
-    the rows with a valid topic and partition (the write pass fails on any other row)."""
-    counts: dict[tuple[str, int], int] = {}
-    cache: dict[str, Any] = {}
-    row = 0
-    names = columns.partitioning_names(rules) or [columns.value_column]
-    by_key = _constant_topic_by_key(columns, rules)
-    for batch in _batches(task, names, COUNT_BATCH_ROWS):
-        if by_key is not None and batch.column(columns.key_column).null_count == 0:
-            # Every row is placed by its key alone: no mapping input, no per-row rules.
-            topic, partitions = by_key
-            placed = partition_for_keys(as_bytes(batch.column(columns.key_column)), partitions)
-            hits = np.bincount(placed, minlength=partitions)
-            for p in np.flatnonzero(hits).tolist():
-                counts[(topic, p)] = counts.get((topic, p), 0) + int(hits[p])
-            row += batch.num_rows
-            continue
-        source = _mapping_input(batch, columns, task_index, row)
-        row += batch.num_rows
-        placed = map_batch(source, rules, cache, partitions_only=True)
-        topics = pc.dictionary_encode(placed.column("topic"))
-        codes = topics.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        partitions = placed.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
-        valid = (codes >= 0) & (partitions >= 0)
-        keys, sizes = np.unique((codes[valid] << 32) | partitions[valid], return_counts=True)
-        dictionary = topics.dictionary.to_pylist()
-        for k, c in zip(keys.tolist(), sizes.tolist(), strict=True):
-            tp = (dictionary[k >> 32], k & 0xFFFFFFFF)
-            counts[tp] = counts.get(tp, 0) + c
-    return [(task_index, t, p, c) for (t, p), c in sorted(counts.items())]
-
-
 # ---------------------------------------------------------------------------------------------
 # Spark jobs (the only Spark-facing part: schedule tasks, collect small results)
 
 
-def count_on_driver(read: ArrowReadPlan) -> list[tuple[int, str, int, int]]:
-    """The counting pass in this process, a thread per core (pyarrow and numpy release the GIL
-    for the heavy parts)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(i: int) -> list[tuple[int, str, int, int]]:
-        return count_task_files(read.tasks[i], i, read.columns, read.rules)
-
-    with ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 1)) as pool:
-        return [row for rows in pool.map(one, range(len(read.tasks))) for row in rows]
-
-
-def count_with_arrow(spark: SparkSession, read: ArrowReadPlan) -> list[tuple[int, str, int, int]]:
-    """Rows per (task, topic, partition): on the driver when the columns to read are small
-    (`DRIVER_COUNT_MAX_BYTES`), else one Spark task per planned task."""
-    if read.counting_bytes <= DRIVER_COUNT_MAX_BYTES:
-        return count_on_driver(read)
-
-    def count_fn(indices):
-        install(read.resolvers)
-        for i in indices:
-            yield from count_task_files(read.tasks[i], i, read.columns, read.rules)
-
-    sc = spark.sparkContext
-    n = len(read.tasks)
-    return sc.parallelize(range(n), n).mapPartitions(count_fn).collect()
-
-
 def write_with_arrow(
-    spark: SparkSession, read: ArrowReadPlan, plan: OffsetPlan, settings: WriterSettings
+    spark: SparkSession, read: ArrowReadPlan, plan: OnePassPlan, settings: WriterSettings
 ) -> list[TaskManifest]:
-    """The write pass: every task maps its files and hands them to `write_task_direct`."""
+    """The one pass: every task maps its files and hands them to `write_task_direct` (task 0
+    writes in place, the others stage provisionally: the driver places them)."""
     from jobs.ingestion.commit import TaskManifest
-
-    lookup = plan.as_lookup()
 
     def write_fn(indices):
         from pyspark import TaskContext
@@ -537,7 +417,7 @@ def write_with_arrow(
         install(read.resolvers)
         for i in indices:
             batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
-            for manifest in write_task_direct(batches, i, attempt, lookup, settings):
+            for manifest in write_task_direct(batches, i, attempt, plan, settings):
                 yield manifest.to_json()
 
     sc = spark.sparkContext

@@ -1,27 +1,22 @@
-"""Offset planning: which task writes which offsets of which partition.
+"""Offset planning: where each task's share of a partition goes, without a counting pass.
 
-The ingest job range-partitions the mapped rows by (topic, partition, ordering columns), so a
-Kafka partition's rows are spread over consecutive Spark tasks in order, and a hot partition is
-split over several tasks instead of landing on one. Where a counting pass tells the driver how
-many rows each task holds per Kafka partition (the direct mode), prefix sums over task order,
-starting at each partition's log end offset, give every task the exact base offset of its
-range (`plan_offsets`). The range mode skips that pass (`OnePassPlan`): only a task's first
-partition can have started in an earlier task, so only that range is staged provisionally and
-placed by the driver. Nothing here touches Spark, so the arithmetic is unit-tested on its own.
+A run writes in one pass: no task knows how many rows earlier tasks hold of a partition. The
+range mode range-partitions the mapped rows by (topic, partition, ordering columns), so a Kafka
+partition's rows are spread over consecutive Spark tasks in order, and only a task's first
+partition can have started in an earlier task. The direct mode has no shuffle: every input
+split holds a share of any partition, so every partition of a task after the first may continue
+earlier ones. Either way (`OnePassPlan`) a share that surely starts the partition is written in
+place from its log end offset; every other share is staged provisionally from offset 0 (range
+index = task index) and the driver places them in task order at commit
+(`commit.place_ranges`). Nothing here touches Spark, so the rules are unit-tested on their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafkalog_core.errors import KafkaLogError
-
 TopicPartition = tuple[str, int]
-
-
-class PlanError(KafkaLogError):
-    """The counting pass and the existing log dir do not fit together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,69 +92,3 @@ class OnePassPlan:
             return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL, True)
         start = int(self.log_end_offsets.get((topic, partition), 0))
         return RangeAssignment(topic, partition, task_index, 0, start, PROVISIONAL)
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetPlan:
-    """Every range of a run, addressable by (task index, topic, partition)."""
-
-    ranges: tuple[RangeAssignment, ...]
-
-    def for_task(self, task_index: int, topic: str, partition: int) -> RangeAssignment:
-        for assignment in self.ranges:
-            if assignment.key == (task_index, topic, partition):
-                return assignment
-        raise PlanError(
-            f"task {task_index} found rows for {topic}-{partition} that the counting pass did not "
-            "see; the input changed between passes (is the source being written to?)"
-        )
-
-    def as_lookup(self) -> dict[tuple[int, str, int], RangeAssignment]:
-        return {a.key: a for a in self.ranges}
-
-    def partitions(self) -> dict[TopicPartition, tuple[int, int]]:
-        """(first offset, next offset) per partition written by this run."""
-        spans: dict[TopicPartition, tuple[int, int]] = {}
-        for a in self.ranges:
-            tp = (a.topic, a.partition)
-            first, nxt = spans.get(tp, (a.first_offset, a.first_offset))
-            spans[tp] = (min(first, a.first_offset), max(nxt, a.next_offset))
-        return spans
-
-    @property
-    def total_records(self) -> int:
-        return sum(a.record_count for a in self.ranges)
-
-
-def plan_offsets(
-    counts: Iterable[tuple[int, str, int, int]],
-    log_end_offsets: Mapping[TopicPartition, int],
-) -> OffsetPlan:
-    """Turn (task index, topic, partition, row count) rows into contiguous offset ranges.
-
-    Ranges of a partition follow task order (the range partitioner's order), the first one
-    starting at the partition's log end offset (0 for a new partition).
-    """
-    by_partition: dict[TopicPartition, list[tuple[int, int]]] = {}
-    for task_index, topic, partition, count in counts:
-        if count < 0:
-            raise PlanError(
-                f"negative row count {count} for {topic}-{partition} in task {task_index}"
-            )
-        if count == 0:
-            continue
-        by_partition.setdefault((topic, int(partition)), []).append((int(task_index), int(count)))
-
-    ranges: list[RangeAssignment] = []
-    for (topic, partition), tasks in sorted(by_partition.items()):
-        tasks.sort()
-        seen = [t for t, _ in tasks]
-        if len(seen) != len(set(seen)):
-            raise PlanError(f"task counted twice for {topic}-{partition}: {seen}")
-        next_offset = int(log_end_offsets.get((topic, partition), 0))
-        for range_index, (task_index, count) in enumerate(tasks):
-            ranges.append(
-                RangeAssignment(topic, partition, task_index, range_index, next_offset, count)
-            )
-            next_offset += count
-    return OffsetPlan(tuple(ranges))

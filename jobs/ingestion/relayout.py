@@ -1,7 +1,7 @@
 """Relayout: a partition's staged shares laid out as one writer lays out the same batches.
 
-Why. In the direct mode every input split writes its share of each partition it holds, from the
-exact offset the counting pass gave it, as segments of its own; a hot partition of the range mode
+Why. In the direct mode every input split writes its share of each partition it holds as
+segments of its own (placed at its offsets by `place_ranges`); a hot partition of the range mode
 has one share per task likewise. So a partition written by k tasks had at least k segments (200
 files x 50 partitions: 10,000 segments, 30,000 files, each an open file and a mapped index on a
 broker). After the relayout the run's output is what one `PartitionLog` appending the same
@@ -10,8 +10,7 @@ batches in order writes, so the segment count follows the bytes, not the split c
 What. Share i+1's batches continue share i's last segment through the core's own
 `PartitionLog.append_batches`: its roll rules (segment.bytes, segment.ms, full indexes, offset
 overflow) and index entries, no second copy of either. The batches do not change: their base
-offsets are final when this runs (direct: planned by the counting pass; range: after
-`place_ranges`), so moving one is a byte copy, straight from a memory-mapped slice of the staged
+offsets are final when this runs (after `place_ranges`), so moving one is a byte copy, straight from a memory-mapped slice of the staged
 .log (`moved_batches` with delta 0); only batch headers are walked in Python.
 
 The tail. A closed segment is not the live one a single writer holds (closing added the final

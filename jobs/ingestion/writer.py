@@ -60,7 +60,7 @@ from kafkalog_core.record.encoder import (
 DEFAULT_CHUNK_BYTES = 32 << 20
 # A direct-mode task keeps a writer open for every partition it sees: their pending chunks share
 # this budget (each gets at least MIN_CHUNK_BYTES), so memory stays flat however many there are.
-DIRECT_TASK_BUFFER_BYTES = 256 << 20
+DIRECT_TASK_BUFFER_BYTES = 64 << 20
 MIN_CHUNK_BYTES = 1 << 20
 # Test hook for killing an executor mid-write (tests/cluster): set on the executors, a write task
 # reports itself (where and on what Python it runs) in this directory after its first batch and
@@ -135,7 +135,8 @@ class _RangeWriter:
         self.options = settings.batch_options[assignment.topic]
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
-        self.chunk_limit = max(int(settings.chunk_bytes), 1)
+        self.chunk_base = max(int(settings.chunk_bytes), 1)
+        self.widened = 0  # doublings of the chunk for batches that hold a whole chunk
         # timestamps of the last records appended (the split's context for the pending ones)
         self.context = np.zeros(0, dtype=np.int64)
         self.context_rows = split_context_rows(self.options)
@@ -152,6 +153,15 @@ class _RangeWriter:
         return open_range_log(
             s, a.topic, a.partition, a.first_offset, self.directory, continued=continued
         )
+
+    @property
+    def chunk_limit(self) -> int:
+        """Payload bytes pending before an encode (memory only: the bytes never depend on it)."""
+        return self.chunk_base << self.widened
+
+    def share_buffer(self, share: int) -> None:
+        """Lower this writer's chunk to `share`: more writers now share the task's buffer."""
+        self.chunk_base = min(self.chunk_base, max(int(share), 1))
 
     def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
         """Queue rows; `payload_bytes` is their `_payload_bytes` when the caller knows it."""
@@ -170,16 +180,14 @@ class _RangeWriter:
         """
         if not self.pending:
             return
-        table = pa.concat_tables(self.pending).combine_chunks()
+        combined = table = pa.concat_tables(self.pending).combine_chunks()
         self.pending, self.pending_bytes = [], 0
         if table.num_rows == 0:
             return
-        rest = None
         if not final:
             sizes = np.cumsum(_row_payload_bytes(table))
             cut = int(np.searchsorted(sizes, self.chunk_limit, side="left")) + 1
             if cut < table.num_rows:
-                rest = table.slice(cut)
                 table = table.slice(0, cut)
         try:
             encoded = encode_records(
@@ -205,13 +213,15 @@ class _RangeWriter:
                 tail = table.slice(max(written_rows - self.context_rows, 0), written_rows)
                 self.context = np.concatenate((self.context, record_timestamps(tail)))
                 self.context = self.context[max(self.context.shape[0] - self.context_rows, 0) :]
-            self.pending = [table.slice(table.num_rows - carried)]
-            if rest is not None:
-                self.pending.append(rest)
-            self.pending_bytes = sum(_payload_bytes(t) for t in self.pending)
+            # The carried batch and the rows after the chunk stay pending, as a compact copy: a
+            # slice would keep the whole chunk alive, so a task's memory would follow its split
+            # size instead of its buffer budget.
+            kept = np.arange(table.num_rows - carried, combined.num_rows)
+            self.pending = [combined.take(pa.array(kept))]
+            self.pending_bytes = _payload_bytes(self.pending[0])
             if keep == 0:
                 # One batch holds the whole chunk (big batches, compression): widen the chunk.
-                self.chunk_limit *= 2
+                self.widened += 1
 
     def finish(self) -> TaskManifest:
         self._encode(final=True)
@@ -222,8 +232,7 @@ class _RangeWriter:
         if not provisional and (end != a.next_offset or self.records != a.record_count):
             raise KafkaLogError(
                 f"{a.topic}-{a.partition}: task wrote {self.records} records up to offset {end} "
-                f"but the plan expected {a.record_count} up to {a.next_offset} (the input "
-                "changed between the counting and the write pass)"
+                f"but the plan expected {a.record_count} up to {a.next_offset}"
             )
         return finalize_task_staging(
             self.directory,
@@ -314,10 +323,12 @@ def _row_payload_bytes(table: pa.Table) -> np.ndarray:
     return sizes
 
 
-def _cumulative_payload(batch: pa.RecordBatch) -> np.ndarray:
-    """[0, payload of row 0, of rows 0..1, ...]: a run's payload is a difference of two."""
+def _cumulative_payload(batch: pa.RecordBatch, order: np.ndarray | None = None) -> np.ndarray:
+    """[0, payload of row 0, of rows 0..1, ...] of the rows in `order` (as they are when None):
+    a run's payload is a difference of two."""
+    sizes = _row_payload_bytes(pa.Table.from_batches([batch]))
     out = np.zeros(batch.num_rows + 1, dtype=np.int64)
-    np.cumsum(_row_payload_bytes(pa.Table.from_batches([batch])), out=out[1:])
+    np.cumsum(sizes if order is None else sizes[order], out=out[1:])
     return out
 
 
@@ -340,15 +351,6 @@ def partition_runs(batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, int]]
         yield topic_values[start].as_py(), int(partitions[start]), start, stop
 
 
-def count_task(batches: Iterable[pa.RecordBatch]) -> dict[tuple[str, int], int]:
-    """The counting pass: rows per (topic, partition) in one task's sorted rows."""
-    counts: dict[tuple[str, int], int] = {}
-    for batch in batches:
-        for topic, partition, start, stop in partition_runs(batch):
-            counts[(topic, partition)] = counts.get((topic, partition), 0) + stop - start
-    return counts
-
-
 def write_task(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
@@ -358,8 +360,8 @@ def write_task(
 ) -> Iterator[TaskManifest]:
     """Write every partition range found in this task's sorted rows into its attempt's staging.
 
-    Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` (no
-    counting pass) the task's first partition is staged provisionally, the others in place.
+    Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` the
+    task's first partition is staged provisionally, the others in place.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -405,10 +407,7 @@ def _range_writer(
     else:
         assignment = plan[key] if isinstance(plan, ProvisionalPlan) else plan.get(key)
     if assignment is None:
-        raise KafkaLogError(
-            f"task {task_index} found rows for {topic}-{partition} that the counting pass did "
-            "not see; the input changed between passes"
-        )
+        raise KafkaLogError(f"task {task_index}: the plan has no range for {topic}-{partition}")
     directory = staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
     return _RangeWriter(assignment, settings, directory, f"task-{task_index}", attempt_id)
 
@@ -484,39 +483,44 @@ def write_task_direct(
     batches: Iterable[pa.RecordBatch],
     task_index: int,
     attempt_id: str,
-    plan: Mapping[tuple[int, str, int], RangeAssignment],
+    plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     settings: WriterSettings,
 ) -> Iterator[TaskManifest]:
     """The direct write (no shuffle): this task's rows in source order, any partition anywhere.
 
     Every (topic, partition) the task holds is one range of the plan, written by its own
     `_RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
-    `DIRECT_TASK_BUFFER_BYTES`. Each Arrow batch is grouped by partition with a stable sort, so
-    a partition's records keep the order the task read them in: the source order. Batches and
-    segments depend on the records only (see `_RangeWriter`), never on the Arrow slicing.
+    `DIRECT_TASK_BUFFER_BYTES` (each writer's share shrinks as more open). Each Arrow batch is
+    grouped by partition with a stable sort, so a partition's records keep the order the task
+    read them in: the source order. Batches and segments depend on the records only (see
+    `_RangeWriter`), never on the Arrow slicing nor the chunk size. With a `OnePassPlan` every
+    partition of a task after the first may continue earlier tasks' shares, so each counts as
+    the task's first: task 0 writes in place, the others stage provisionally.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
-    planned = sum(1 for key in plan if key[0] == task_index)
-    share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // max(planned, 1))
-    chunk_bytes = min(settings.chunk_bytes, share)
-    chunked = dataclasses.replace(settings, chunk_bytes=chunk_bytes)
     writers: dict[tuple[str, int], _RangeWriter] = {}
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
         order, groups = partition_groups(batch)
         records = batch.select(columns)  # only what is written is copied into groups
-        if order is not None:
-            records = records.take(pa.array(order))
-        payload = _cumulative_payload(records)
+        payload = _cumulative_payload(records, order)
         for topic, partition, start, stop in groups:
             writer = writers.get((topic, partition))
             if writer is None:
-                writer = _range_writer(
-                    plan, (task_index, topic, partition), chunked, staging, attempt_id
-                )
+                key = (task_index, topic, partition)
+                writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
                 writers[(topic, partition)] = writer
-            rows = records.slice(start, stop - start)
+                share = max(MIN_CHUNK_BYTES, DIRECT_TASK_BUFFER_BYTES // len(writers))
+                for open_writer in writers.values():
+                    open_writer.share_buffer(share)
+            # Each partition gets its own copy of its rows: slices of one shared copy would keep
+            # every batch alive until the slowest partition encodes, so a task's memory would
+            # follow its split size instead of DIRECT_TASK_BUFFER_BYTES.
+            if order is None:
+                rows = records.slice(start, stop - start)
+            else:
+                rows = records.take(pa.array(order[start:stop]))
             writer.add(pa.Table.from_batches([rows]), int(payload[stop] - payload[start]))
         _maybe_fail(settings, task_index, count)
         _maybe_hold(task_index, count, staging)

@@ -81,6 +81,8 @@ def _read_settings(path: Path) -> dict[str, Any]:
             settings = parse_properties(path.read_text(encoding="utf-8"))
         except OSError as e:
             raise ConfigError(f"cannot read topic config {path}: {e.strerror or e}") from None
+        except ValueError as e:  # a malformed \uXXXX escape, as Properties.load refuses it
+            raise ConfigError(f"{path}: {e}") from None
     _validated(settings, str(path))
     return settings
 

@@ -4,8 +4,9 @@ The compaction audit asks, per partition, the questions `LogCleanerManager` asks
 cleans: where the dirty part starts (the `cleaner-offset-checkpoint`), where the cleanable
 range ends (active segment, last stable offset, min.compaction.lag.ms), the dirty ratio, and
 whether the oldest dirty record is overdue under max.compaction.lag.ms. Everything here comes
-from one header walk per segment: no record is decoded, so a partition costs a few reads even
-when its segments are large. Per-record facts live in `cleaner_facts.py`.
+from one header walk per segment (`segment_facts`, the walk retention reads too): no record is
+decoded but control records, so a partition costs a few reads even when its segments are
+large. Per-record facts live in `cleaner_facts.py`.
 
 Nothing here writes a byte: segments are memory-mapped read-only.
 """
@@ -23,15 +24,17 @@ import pyarrow as pa
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.checkpoints import TopicPartition
-from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import (
     log_file_name,
-    offset_from_file_name,
     segment_log_files,
 )
+from kafkalog_core.log.segment_facts import SegmentFacts, read_segment_facts
 from kafkalog_core.log.segment_scan import TxnTracker
 from kafkalog_core.log.txn_index import AbortedTxn
-from kafkalog_core.record.batch import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, iter_batch_headers
+from kafkalog_core.record.batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+)
 from kafkalog_core.record.decoder import RecordBatch
 
 if TYPE_CHECKING:
@@ -62,28 +65,10 @@ BOUND_MIN_COMPACTION_LAG = "min.compaction.lag.ms"
 
 
 # ---------------------------------------------------------------------------------------------
-# the header walk
+# the header walk (segment_facts.py, shared with retention) plus the transactions it replays
 # ---------------------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class SegmentSummary:
-    """One segment as the cleaner manager sees it: size, offsets and the two timestamps it uses."""
-
-    base_offset: int
-    size: int  # bytes of the .log file (Kafka's segment.size)
-    next_offset: int  # last offset + 1 of its last batch; base_offset when empty
-    batches: int
-    first_batch_timestamp: (
-        int  # maxTimestamp of the first batch (getFirstBatchTimestamp), -1 if none
-    )
-    max_timestamp: int  # largest batch maxTimestamp, -1 if none
-    last_modified_ms: int
-
-    @property
-    def largest_timestamp(self) -> int:
-        """Kafka's segment.largestTimestamp: the max timestamp, else the file's mtime (§7)."""
-        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+SegmentSummary = SegmentFacts  # this module's name for the facts, kept for its importers
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,31 +93,18 @@ def scan_partition(partition_dir: str | os.PathLike[str], *, verify: bool = Fals
     """
     tracker = TxnTracker.empty()
     aborted: list[AbortedTxn] = []
-    segments: list[SegmentSummary] = []
-    for base in (offset_from_file_name(p.name) for p in segment_log_files(partition_dir)):
-        path = segment_path(partition_dir, base)
-        stat = path.stat()
-        next_offset, count, first_ts, max_ts = base, 0, NO_TIMESTAMP, NO_TIMESTAMP
-        with mapped_file(path) as view:
-            try:
-                for header in iter_batch_headers(view, verify=verify):
-                    if count == 0:
-                        first_ts = header.max_timestamp
-                    count += 1
-                    max_ts = max(max_ts, header.max_timestamp)
-                    next_offset = header.next_offset
-                    if header.producer_id >= 0 or header.is_transactional:
-                        control = RecordBatch(view, header).control_record()
-                        ended = tracker.on_batch(header, None if control is None else control.type)
-                        if ended is not None:
-                            aborted.append(ended)
-            except CorruptRecordError as error:
-                raise CorruptRecordError(f"{path}: {error}") from None
-        segments.append(
-            SegmentSummary(
-                base, stat.st_size, next_offset, count, first_ts, max_ts, stat.st_mtime_ns // 10**6
-            )
-        )
+
+    def replay(view: memoryview, header: BatchHeader) -> None:
+        if header.producer_id >= 0 or header.is_transactional:
+            control = RecordBatch(view, header).control_record()
+            ended = tracker.on_batch(header, None if control is None else control.type)
+            if ended is not None:
+                aborted.append(ended)
+
+    segments = [
+        read_segment_facts(path, verify=verify, strict=True, on_batch=replay)
+        for path in segment_log_files(partition_dir)
+    ]
     first_unstable = min(tracker.open_txns.values()) if tracker.open_txns else None
     return PartitionScan(tuple(segments), tuple(aborted), first_unstable)
 

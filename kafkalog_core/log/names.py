@@ -52,6 +52,8 @@ __all__ = [
     "parse_segment_file_name",
     "partition_dir_name",
     "producer_snapshot_file_name",
+    "quarantine_file_name",
+    "quarantine_files",
     "segment_log_files",
     "stray_dir_name",
     "time_index_file_name",
@@ -79,6 +81,13 @@ CLEANED_FILE_SUFFIX: Final = ".cleaned"  # cleaner / split output still being wr
 SWAP_FILE_SUFFIX: Final = ".swap"  # complete replacement waiting to swap in
 TEMPORARY_FILE_SUFFIXES: Final = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
 TMP_FILE_SUFFIX: Final = ".tmp"  # checkpoint files while being written
+# kafkalog's own, not Kafka's: a corrupt tail (or a whole segment after it) that rebuild-index
+# moved aside for forensics, `<segment>.log.quarantine` or `<segment>.log.<n>.quarantine`. No
+# loader reads it (it ends in no segment extension); retention removes it after retention.ms.
+QUARANTINE_FILE_SUFFIX: Final = ".quarantine"
+_QUARANTINE_FILE: Final = re.compile(
+    r"([0-9]{20})\.log(?:\.([1-9][0-9]*))?" + re.escape(".quarantine")
+)
 
 # --- partition directory suffixes (LocalLog) ---------------------------------------------------
 DELETE_DIR_SUFFIX: Final = "-delete"
@@ -324,3 +333,19 @@ def segment_log_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
         if parsed.extension == LOG_FILE_SUFFIX and not parsed.temporary_suffix:
             logs.append((parsed.base_offset, Path(partition_dir) / name))
     return [path for _, path in sorted(logs)]
+
+
+def quarantine_file_name(log_name: str, n: int = 0, suffix: str = QUARANTINE_FILE_SUFFIX) -> str:
+    """The n-th free name for a quarantined piece of `log_name`: `<log>.quarantine`, then
+    `<log>.1.quarantine`, ... (a segment can be quarantined more than once)."""
+    return f"{log_name}{suffix}" if n == 0 else f"{log_name}.{n}{suffix}"
+
+
+def quarantine_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
+    """The quarantine files (default suffix) of a partition dir, by base offset then name."""
+    found = []
+    for name in os.listdir(partition_dir):
+        match = _QUARANTINE_FILE.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), int(match.group(2) or 0), name))
+    return [Path(partition_dir) / name for _, _, name in sorted(found)]

@@ -714,6 +714,8 @@ class PartitionLog:
         self._segments = keep
         self._bases = [s.base_offset for s in keep]
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        # Kafka's updateLogStartOffset: nothing below the log start is left to recover
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
         for seg in victims:
             seg.close()
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)

@@ -10,13 +10,17 @@ Safe to kill at any point and idempotent:
 - a second run finds everything ok and writes nothing.
 
 The quarantine name ends in neither `.log` nor an index suffix, so a broker's loader and our
-`LogLoader` ignore it.
+`LogLoader` ignore it. Kafka's recovery deletes a truncated tail; we keep it for forensics, and
+the retention job deletes it once it is older than its topic's retention.ms (counted from the
+quarantine: the file's mtime).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from kafkalog_core.log.checkpoints import (
@@ -25,7 +29,13 @@ from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
 )
-from kafkalog_core.log.names import INDEX_SUFFIXES, LEADER_EPOCH_CHECKPOINT_FILE, LOG_FILE_SUFFIX
+from kafkalog_core.log.names import (
+    INDEX_SUFFIXES,
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    LOG_FILE_SUFFIX,
+    QUARANTINE_FILE_SUFFIX,
+    quarantine_file_name,
+)
 from kafkalog_core.log.segment_scan import DEFAULT_INDEX_INTERVAL_BYTES, TxnTracker
 from kafkalog_core.log.verify import (
     CORRUPT_TAIL,
@@ -37,7 +47,7 @@ from kafkalog_core.log.verify import (
     verify_segment,
 )
 
-QUARANTINE_SUFFIX = ".quarantine"
+QUARANTINE_SUFFIX = QUARANTINE_FILE_SUFFIX  # this module's name for it, kept for its importers
 _COPY_CHUNK = 8 << 20
 
 
@@ -67,12 +77,9 @@ def _all_zero(fd: int, position: int, length: int) -> bool:
     return True
 
 
-def _quarantine_names(log_path: Path, suffix: str):  # noqa: ANN202 - a simple generator
-    yield log_path.with_name(log_path.name + suffix)
-    n = 1
-    while True:
-        yield log_path.with_name(f"{log_path.name}.{n}{suffix}")
-        n += 1
+def _quarantine_names(log_path: Path, suffix: str) -> Iterator[Path]:
+    for n in itertools.count():
+        yield log_path.with_name(quarantine_file_name(log_path.name, n, suffix))
 
 
 def quarantine_tail(log_path: Path, position: int, suffix: str = QUARANTINE_SUFFIX) -> Path | None:
@@ -123,6 +130,7 @@ def quarantine_whole(log_path: Path, suffix: str = QUARANTINE_SUFFIX) -> Path:
     derived data; the loader would delete them as orphans anyway)."""
     target = next(p for p in _quarantine_names(log_path, suffix) if not p.exists())
     os.replace(log_path, target)
+    os.utime(target)  # its age (retention's clock for it) counts from the quarantine, as a tail's
     fsync_dir(log_path.parent)
     stem = log_path.name[: -len(LOG_FILE_SUFFIX)]
     for index_suffix in INDEX_SUFFIXES:

@@ -1,6 +1,6 @@
 """Which segments Kafka's retention would delete (§7), decided from plain segment facts.
 
-Pure decisions over `SegmentFacts` (read-only, see `read_segment_facts`), so the Spark
+Pure decisions over `SegmentFacts` (read by `segment_facts.read_segment_facts`), so the Spark
 retention job, `PartitionLog.delete_old_segments` and the tests share one rule set:
 
 - the log-start-offset breach always: a segment whose successor starts at or below the log
@@ -11,19 +11,21 @@ retention job, `PartitionLog.delete_old_segments` and the tests share one rule s
   modification time when no batch carries one);
 - only a prefix of the log goes, and only segments wholly below the high watermark;
 - never the active (last) segment: an offline tool cannot roll a new one for a broker.
+
+After a delete the log start offset rises, and with it any recovery point below it
+(`raised_recovery_points`). Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go
+when they are older than retention.ms: `quarantine_decision`.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkalog_core.errors import CorruptRecordError
-from kafkalog_core.log.checkpoints import LeaderEpochCache, fsync_dir
+from kafkalog_core.log.checkpoints import LeaderEpochCache, TopicPartition, fsync_dir
 from kafkalog_core.log.names import (
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
@@ -32,30 +34,32 @@ from kafkalog_core.log.names import (
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     offset_from_file_name,
+    quarantine_files,
 )
-from kafkalog_core.record.batch import NO_TIMESTAMP, iter_batch_headers
+from kafkalog_core.log.segment_facts import SegmentFacts, read_segment_facts
+
+__all__ = [
+    "LOG_START_OFFSET",
+    "RETENTION_BYTES",
+    "RETENTION_MS",
+    "QuarantineFile",
+    "RetentionDecision",
+    "SegmentFacts",
+    "backfill_risk",
+    "delete_quarantine_files",
+    "mark_segments_deleted",
+    "purge_deleted_files",
+    "quarantine_decision",
+    "raised_recovery_points",
+    "read_quarantine_files",
+    "read_segment_facts",
+    "retention_decisions",
+    "truncate_leader_epochs_from_start",
+]
 
 LOG_START_OFFSET = "log-start-offset"
 RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
-
-
-@dataclass(frozen=True)
-class SegmentFacts:
-    """What retention needs to know about one segment, read without changing a byte."""
-
-    base_offset: int
-    size: int  # bytes of the .log (indexes do not count toward retention.bytes)
-    next_offset: int  # last offset + 1 of its last complete batch (base offset when empty)
-    max_timestamp: int  # the newest batch's max timestamp, or -1 when no batch carries one
-    last_modified_ms: int  # the .log file's mtime
-    batches: int
-    corrupt_at: int | None = None  # position where the header walk met a corrupt batch
-
-    @property
-    def largest_timestamp(self) -> int:
-        """LogSegment.largestTimestamp: the max record timestamp, else the file's mtime."""
-        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
 
 
 @dataclass(frozen=True)
@@ -66,39 +70,6 @@ class RetentionDecision:
     delete: bool
     rule: str  # the rule that deletes it ("" when kept)
     reason: str
-
-
-def read_segment_facts(log_path: str | os.PathLike[str]) -> SegmentFacts:
-    """The facts of one .log: size, mtime, offsets and the newest batch timestamp.
-
-    Walks only the batch headers (one per batch, through a read-only mmap). A corrupt header
-    stops the walk; what was read so far is kept and `corrupt_at` says where it stopped.
-    """
-    path = Path(log_path)
-    base = offset_from_file_name(path.name)
-    with open(path, "rb") as fh:
-        stat = os.fstat(fh.fileno())
-        size = stat.st_size
-        max_ts, next_offset, count, corrupt_at = NO_TIMESTAMP, base, 0, None
-        if size:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                try:
-                    for header in iter_batch_headers(buf):
-                        max_ts = max(max_ts, header.max_timestamp)
-                        next_offset = header.last_offset + 1
-                        count += 1
-                        position = header.position + header.size
-                except CorruptRecordError:
-                    corrupt_at = position if count else 0
-    return SegmentFacts(
-        base_offset=base,
-        size=size,
-        next_offset=next_offset,
-        max_timestamp=max_ts,
-        last_modified_ms=int(stat.st_mtime * 1000),
-        batches=count,
-        corrupt_at=corrupt_at,
-    )
 
 
 def _days(ms: int) -> str:
@@ -317,3 +288,70 @@ def truncate_leader_epochs_from_start(
     hook("write", path)
     cache.write()
     return True
+
+
+def raised_recovery_points(
+    recovery_points: Mapping[TopicPartition, int], log_start_offsets: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Recovery points never below the log start offset (UnifiedLog.updateLogStartOffset).
+
+    When retention moves a log start offset past the recovery point, Kafka moves the recovery
+    point up to it: nothing below the log start is left to recover. A partition missing from
+    the checkpoint has recovery point 0 to a broker, so it gets an entry when its log start is
+    above 0.
+    """
+    raised = dict(recovery_points)
+    for tp, start in log_start_offsets.items():
+        if raised.get(tp, 0) < start:
+            raised[tp] = start
+    return raised
+
+
+# ---- quarantined tails: kafkalog's own files, kept for forensics, then retention.ms ---------------
+@dataclass(frozen=True)
+class QuarantineFile:
+    """A corrupt tail (or a whole later segment) rebuild-index moved aside (`names.py`)."""
+
+    path: Path
+    base_offset: int  # of the segment it came from
+    size: int
+    last_modified_ms: int  # when it was quarantined (rebuild sets it)
+
+
+def read_quarantine_files(partition_dir: str | os.PathLike[str]) -> list[QuarantineFile]:
+    """The quarantine files of a partition dir, oldest segment first."""
+    found = []
+    for path in quarantine_files(partition_dir):
+        stat = path.stat()
+        found.append(
+            QuarantineFile(
+                path, offset_from_file_name(path.name), stat.st_size, stat.st_mtime_ns // 10**6
+            )
+        )
+    return found
+
+
+def quarantine_decision(item: QuarantineFile, config: Any, now_ms: int) -> RetentionDecision:
+    """Delete a quarantine file once it is older than its topic's retention.ms.
+
+    Kafka's recovery deletes a truncated tail at once; rebuild-index keeps it so an operator can
+    look at what was cut, for as long as the topic keeps its data (whatever its cleanup.policy:
+    the file is no part of the log). retention.ms=-1 keeps it forever.
+    """
+    retention_ms = int(config.retention_ms)
+    age = now_ms - item.last_modified_ms
+    if retention_ms < 0:
+        return RetentionDecision(item.base_offset, False, "", "retention.ms=-1 keeps quarantine")
+    if age > retention_ms:
+        why = f"quarantined {_days(age)} ago, older than retention.ms={retention_ms}"
+        return RetentionDecision(item.base_offset, True, RETENTION_MS, why)
+    why = f"quarantined {_days(age)} ago, within retention.ms={retention_ms} (kept for forensics)"
+    return RetentionDecision(item.base_offset, False, "", why)
+
+
+def delete_quarantine_files(paths: Sequence[Path]) -> None:
+    """Remove quarantine files at once (no `.deleted` phase: nothing reads them)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    for directory in {path.parent for path in paths}:
+        fsync_dir(directory)

@@ -17,8 +17,6 @@ from jobs.ingestion import arrow_reader
 from jobs.ingestion.arrow_reader import (
     OPEN_COST_BYTES,
     FilePiece,
-    count_on_driver,
-    count_with_arrow,
     pack_tasks,
     plan_arrow_read,
 )
@@ -94,19 +92,15 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
 
 
 @pytest.mark.spark
-def test_auto_reader_picks_arrow_and_the_driver_count_equals_the_spark_count(
-    spark, source, tmp_path, small_splits, monkeypatch
-):
+def test_auto_reader_picks_arrow_and_writes_in_one_pass(spark, source, tmp_path, small_splits):
     config = IngestConfig.from_dict(_doc(source["path"], tmp_path / "logs"))
     files = sorted(str(p) for p in Path(source["path"]).glob("*.parquet"))
     read, why = plan_arrow_read(config, files, max_split_bytes=2000)
     assert read is not None, why
-    assert len(read.tasks) == 3 and read.columns.key_may_be_null is False
-    on_driver = count_on_driver(read)
-    monkeypatch.setattr(arrow_reader, "DRIVER_COUNT_MAX_BYTES", -1)
-    assert sorted(count_with_arrow(spark, read)) == sorted(on_driver)
-    assert sum(c for *_, c in on_driver) == N
-    assert _run(spark, _doc(source["path"], tmp_path / "logs")).task_reader == "arrow"
+    assert len(read.tasks) == 3
+    result = _run(spark, _doc(source["path"], tmp_path / "logs"))
+    assert result.task_reader == "arrow" and result.records == N
+    assert "count" not in result.timings_ms and "place" in result.timings_ms
 
 
 TIMESTAMP_KINDS = {
@@ -366,53 +360,6 @@ def test_a_partition_beyond_int_is_one_clear_error(spark, tmp_path):
     doc = _doc(src, tmp_path / "logs", "arrow", mapping={"partition": "part"})
     with pytest.raises(InvalidRecordError, match=r"^partition 4294967296 does not fit an int$"):
         _run(spark, doc)
-
-
-@pytest.mark.parametrize("null_keys", ["round_robin", "value_hash"])
-def test_counting_by_keys_alone_equals_the_full_mapping(tmp_path, monkeypatch, null_keys):
-    """The counting pass's shortcut (one topic, murmur2 of non-null keys: a bincount) counts
-    what the full mapping would; batches with null keys still take the full mapping."""
-    rng = np.random.default_rng(11)
-    files = []
-    for f in range(3):
-        n = 500
-        users = [f"user-{int(u)}" for u in rng.integers(0, 10_000, n)]
-        if f == 1:  # null keys in some batches of one file only
-            users = [None if i % 7 == 0 and i < 200 else u for i, u in enumerate(users)]
-        files.append(
-            _write(
-                tmp_path / "src" / f"{f}.parquet",
-                {
-                    "user": users,
-                    "payload": [rng.bytes(5) for _ in range(n)],
-                    "event_time": pa.array(np.arange(n), pa.timestamp("us", tz="UTC")),
-                },
-            )
-        )
-    config = _config(tmp_path, partition={"null_keys": null_keys})
-    read, why = plan_arrow_read(config, files, max_split_bytes=1)
-    assert read is not None, why
-    monkeypatch.setattr(arrow_reader, "COUNT_BATCH_ROWS", 128)  # several batches per file
-    calls = []
-    real = arrow_reader.partition_for_keys
-
-    def spy(keys, partitions):
-        calls.append(len(keys))
-        return real(keys, partitions)
-
-    monkeypatch.setattr(arrow_reader, "partition_for_keys", spy)
-    fast = [
-        arrow_reader.count_task_files(t, i, read.columns, read.rules)
-        for i, t in enumerate(read.tasks)
-    ]
-    assert calls, "the shortcut never ran"
-    monkeypatch.setattr(arrow_reader, "_constant_topic_by_key", lambda *_: None)
-    full = [
-        arrow_reader.count_task_files(t, i, read.columns, read.rules)
-        for i, t in enumerate(read.tasks)
-    ]
-    assert fast == full
-    assert sum(c for rows in full for *_, c in rows) == 1500
 
 
 def _rss_kib(field: str) -> int:

@@ -14,13 +14,8 @@ import pytest
 from deltalake import write_deltalake
 
 import jobs.ingest as ingest
-from jobs.ingestion import arrow_reader, source_fs
-from jobs.ingestion.arrow_reader import (
-    count_on_driver,
-    count_task_files,
-    mapped_batches,
-    plan_arrow_read,
-)
+from jobs.ingestion import source_fs
+from jobs.ingestion.arrow_reader import mapped_batches, plan_arrow_read
 from jobs.ingestion.config import IngestConfig
 from kafkalog_core.errors import ConfigError
 from tests.jobs.ingest_helpers import (
@@ -150,7 +145,6 @@ def test_tasks_read_through_the_file_system_the_scheme_resolves_to(
 ):
     rows = source_rows(N)
     resolver, local, uris = _store(tmp_path, rows, files=3)
-    monkeypatch.setattr(arrow_reader, "DRIVER_COUNT_MAX_BYTES", -1)  # count in Spark tasks too
     plain = _run(spark, _doc(local, tmp_path / "p" / "logs"))
     assert resolver.opens() == []
     monkeypatch.setitem(source_fs.RESOLVERS, SCHEME, resolver)
@@ -164,12 +158,12 @@ def test_tasks_read_through_the_file_system_the_scheme_resolves_to(
     )
     assert snapshot(tmp_path / "s" / "logs") == snapshot(tmp_path / "p" / "logs")
     # the driver read the footers, and Spark's Python workers (other processes, which got the
-    # resolver with the plan) opened every file twice: the counting pass and the write pass
+    # resolver with the plan) opened every file once: the one write pass
     opens = resolver.opens()
     keys = sorted(f"bucket/events/{name}" for name in by_name)
     assert sorted({path for pid, path in opens if pid == os.getpid()}) == keys
     in_tasks = sorted(path for pid, path in opens if pid != os.getpid())
-    assert in_tasks == sorted(keys * 2)
+    assert in_tasks == keys
 
 
 def test_planning_and_the_task_functions_read_through_a_stand_in_store(tmp_path, monkeypatch):
@@ -191,14 +185,10 @@ def test_planning_and_the_task_functions_read_through_a_stand_in_store(tmp_path,
         [(uris[p.path == paths[1]], p.row_groups) for p in t] for t in by_path.tasks
     ]
     assert any(p.row_groups for t in by_store.tasks for p in t)
-    assert count_on_driver(by_store) == count_on_driver(by_path)
     for i, (task, plain_task) in enumerate(zip(by_store.tasks, by_path.tasks, strict=True)):
         got = list(mapped_batches(task, i, by_store.columns, by_store.rules))
         want = list(mapped_batches(plain_task, i, by_path.columns, by_path.rules))
         assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
-        assert count_task_files(task, i, by_store.columns, by_store.rules) == count_task_files(
-            plain_task, i, by_path.columns, by_path.rules
-        )
     assert {path for _, path in resolver.opens()} == {u.split("://")[1] for u in uris}
 
 

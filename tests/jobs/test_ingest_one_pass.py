@@ -1,9 +1,14 @@
-"""The range mode's one pass (no counting pass) publishes the bytes of the counted plan.
+"""The one pass (no counting pass) publishes the bytes of the counted plan, in both modes.
 
-Without Spark: sorted rows are cut into tasks by hand, so each way a task share can fall is
-forced: a hot partition split over several tasks, a partition starting exactly at a task's
-first row (staged provisionally, then continuing the published active segment), segment rolls
-inside a task's share, two topics. Both ways publish into their own root; every file must match.
+Without Spark: rows are cut into tasks by hand, so each way a task share can fall is forced.
+The range mode (sorted rows): a hot partition split over several tasks, a partition starting
+exactly at a task's first row (staged provisionally, then continuing the published active
+segment). The direct mode (rows in source order, every task holding any partition): task 0's
+shares in place, every later task's staged, a partition task 0 lacks (its first share is a
+later task's, continuing the published segment), the shares laid out again by the relayout.
+Both with segment rolls inside a task's share and two topics. The counted plan
+(tests/jobs/counted_plan.py) writes every share in place at its exact offset; both ways publish
+into their own root, and every file must match.
 """
 
 from __future__ import annotations
@@ -21,17 +26,19 @@ from jobs.ingestion.commit import (
     publish,
     scan_existing_state,
 )
-from jobs.ingestion.planner import OnePassPlan, plan_offsets
+from jobs.ingestion.planner import OnePassPlan
+from jobs.ingestion.relayout import local_runner, relayout
 from jobs.ingestion.topic_ids import topic_ids_for
 from jobs.ingestion.writer import (
     WriterSettings,
     continue_staged_range,
-    count_task,
     write_task,
+    write_task_direct,
 )
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.partition_log import batch_options_for
 from tests.jobs.commit_helpers import visible
+from tests.jobs.counted_plan import count_task, counted_plan
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 CONFIGS = {
@@ -96,23 +103,27 @@ def _settings(root: Path, run_id: str) -> WriterSettings:
     )
 
 
-def _ingest(root: Path, tasks, run_id: str, *, one_pass: bool) -> list:
-    """One run the counted way (counting pass, exact plan) or in one pass; publishes."""
+def _ingest(root: Path, tasks, run_id: str, *, one_pass: bool, direct: bool = False) -> list:
+    """One run the counted way (counting pass, exact plan) or in one pass; publishes. `direct`:
+    the direct mode's writer, and the relayout of partitions staged in several shares."""
     root.mkdir(parents=True, exist_ok=True)
     state = scan_existing_state(root)
     leo = {tp: s.log_end_offset for tp, s in state.items()}
     settings = _settings(root, run_id)
+    write = write_task_direct if direct else write_task
     if one_pass:
         plan = OnePassPlan(leo)
-        staged = [m for i, t in enumerate(tasks) for m in write_task(t, i, "0", plan, settings)]
+        staged = [m for i, t in enumerate(tasks) for m in write(t, i, "0", plan, settings)]
         manifests = place_ranges(
             staged, leo, lambda m, offset: continue_staged_range(m, offset, settings)
         )
     else:
         counts = [(i, t, p, c) for i, b in enumerate(tasks) for (t, p), c in count_task(b).items()]
-        lookup = plan_offsets(counts, leo).as_lookup()
-        staged = [m for i, t in enumerate(tasks) for m in write_task(t, i, "0", lookup, settings)]
+        lookup = counted_plan(counts, leo)
+        staged = [m for i, t in enumerate(tasks) for m in write(t, i, "0", lookup, settings)]
         manifests = staged
+    if direct:
+        manifests, _ = relayout(manifests, settings, local_runner(settings))
     topics = {m.topic for m in manifests}
     info = RunInfo(source="test", started_at_ms=1, description="test")
     plan = plan_publish(
@@ -160,6 +171,49 @@ def test_one_pass_publishes_the_counted_bytes_new_and_appended(tmp_path, second_
     for name in counted:
         assert one[name] == counted[name], name
     # several segments per partition of t: rolls inside shares and at share starts
+    assert sum(n.endswith(".log") for n in counted["t-0"]) >= 4
+
+
+def _source_order(table: pa.Table, first_task: int, seed: int) -> pa.Table:
+    """The rows interleaved over their partitions (source order, as the direct mode reads),
+    the first `first_task` rows without t-2: task 0 lacks that partition."""
+    perm = np.random.default_rng(seed).permutation(table.num_rows)
+    skipped = np.array(
+        [
+            t == "t" and p == 2
+            for t, p in zip(
+                table.column("topic").to_pylist(),
+                table.column("partition").to_pylist(),
+                strict=True,
+            )
+        ]
+    )
+    head = [int(i) for i in perm if not skipped[i]][:first_task]
+    rest = [int(i) for i in perm if int(i) not in set(head)]
+    return table.take(pa.array(head + rest))
+
+
+@pytest.mark.parametrize("second_cuts", [[90, 300, 420, 600], [150]])
+def test_direct_one_pass_publishes_the_counted_bytes_new_and_appended(tmp_path, second_cuts):
+    first = _source_order(_rows(FIRST[0], seed=1), 100, seed=4)
+    second = _source_order(_rows(SECOND[0], seed=2), second_cuts[0], seed=5)
+    roots = {}
+    for one_pass in (False, True):
+        root = tmp_path / ("one-pass" if one_pass else "counted") / "logs"
+        staged = _ingest(root, _tasks(first, [100, 330, 500]), "r1", one_pass=one_pass, direct=True)
+        if one_pass:
+            assert not any(m.partition == 2 and m.task_key == "task-0" for m in staged)
+        staged = _ingest(root, _tasks(second, second_cuts), "r2", one_pass=one_pass, direct=True)
+        roots[one_pass] = root
+        if one_pass:
+            # task 0 in place (continuing the published segments), every later task staged
+            assert all(m.provisional == (m.task_key != "task-0") for m in staged)
+            assert any(m.replaces is not None for m in staged)
+            assert not any(m.partition == 2 and m.task_key == "task-0" for m in staged)
+    counted, one = _published(roots[False]), _published(roots[True])
+    assert counted.keys() == one.keys()
+    for name in counted:
+        assert one[name] == counted[name], name
     assert sum(n.endswith(".log") for n in counted["t-0"]) >= 4
 
 

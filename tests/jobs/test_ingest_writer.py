@@ -9,11 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.planner import RangeAssignment, plan_offsets
+from jobs.ingestion.planner import OnePassPlan, RangeAssignment
 from jobs.ingestion.writer import (
     InjectedFailure,
     WriterSettings,
-    count_task,
     partition_groups,
     partition_runs,
     write_task,
@@ -22,6 +21,7 @@ from jobs.ingestion.writer import (
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
+from tests.jobs.counted_plan import count_task, counted_plan
 
 CONFIG = LogConfig.from_dict({"segment.bytes": 20000, "index.interval.bytes": 512})
 OPTIONS = batch_options_for(CONFIG, leader_epoch=0, now_ms=None, max_batch_bytes=1500)
@@ -65,7 +65,7 @@ def _write(table: pa.Table, rows_per_batch: int, chunk_bytes: int, root: Path, *
         chunk_bytes=chunk_bytes,
         **kw,
     )
-    plan = plan_offsets([(0, "t", 0, table.num_rows)], {}).as_lookup()
+    plan = counted_plan([(0, "t", 0, table.num_rows)], {})
     batches = table.to_batches(max_chunksize=rows_per_batch)
     manifests = list(write_task(iter(batches), 0, str(rows_per_batch), plan, settings))
     assert len(manifests) == 1 and manifests[0].record_count == table.num_rows
@@ -112,15 +112,15 @@ def test_two_partitions_in_one_task_and_counts(tmp_path):
     )
     batches = table.to_batches(max_chunksize=64)
     assert count_task(batches) == {("t", 0): 300, ("t", 1): 200}
-    plan = plan_offsets([(3, "t", 0, 300), (3, "t", 1, 200)], {("t", 1): 1000})
-    assert plan.for_task(3, "t", 1) == RangeAssignment("t", 1, 3, 0, 1000, 200)
+    plan = counted_plan([(3, "t", 0, 300), (3, "t", 1, 200)], {("t", 1): 1000})
+    assert plan[(3, "t", 1)] == RangeAssignment("t", 1, 3, 0, 1000, 200)
     settings = WriterSettings(
         output_root=str(tmp_path / "logs"),
         run_id="r",
         configs={"t": CONFIG},
         batch_options={"t": OPTIONS},
     )
-    manifests = list(write_task(iter(batches), 3, "9", plan.as_lookup(), settings))
+    manifests = list(write_task(iter(batches), 3, "9", plan, settings))
     assert [(m.partition, m.first_offset, m.next_offset) for m in manifests] == [
         (0, 0, 300),
         (1, 1000, 1200),
@@ -172,7 +172,7 @@ def test_direct_task_writes_what_the_sorted_task_writes(tmp_path, chunk_bytes):
     writer's for the same rows in the same order (and so the engine's)."""
     table = _interleaved()
     counts = count_task(table.to_batches())
-    plan = plan_offsets([(0, t, p, n) for (t, p), n in counts.items()], {}).as_lookup()
+    plan = counted_plan([(0, t, p, n) for (t, p), n in counts.items()], {})
     keys = np.array([0 if t == "t" else 1 for t in table.column("topic").to_pylist()]) * 10
     keys += np.array(table.column("partition").to_pylist())
     sorted_table = table.take(pa.array(np.argsort(keys, kind="stable")))
@@ -240,6 +240,56 @@ def test_partition_groups_equals_a_stable_sort_then_runs(seed):
 
 def test_direct_task_refuses_rows_the_plan_does_not_know(tmp_path):
     table = _interleaved()
-    plan = plan_offsets([(0, "t", 0, 700)], {}).as_lookup()
-    with pytest.raises(KafkaLogError, match=r"rows for t-1 that the counting pass did not see"):
+    plan = counted_plan([(0, "t", 0, 700)], {})
+    with pytest.raises(KafkaLogError, match=r"task 0: the plan has no range for t-1"):
         list(write_task_direct(iter(table.to_batches()), 0, "a", plan, _direct_settings(tmp_path)))
+
+
+def test_direct_task_memory_follows_its_budget_not_its_input(tmp_path, monkeypatch):
+    """A task's pending rows stay within DIRECT_TASK_BUFFER_BYTES however much it reads: a
+    partition that receives one row per batch must not keep every batch alive (it did while
+    partitions held slices of one shared copy of each batch), nor a carried chunk tail the
+    chunk it was cut from."""
+    from jobs.ingestion import writer
+
+    monkeypatch.setattr(writer, "DIRECT_TASK_BUFFER_BYTES", 2 << 20)
+    monkeypatch.setattr(writer, "MIN_CHUNK_BYTES", 256 << 10)
+    rows, batches = 20_000, 24  # 24 batches of ~2.4 MB: ~58 MB read
+    value = pa.array([b"v" * 100] * rows, pa.binary())
+    partition = np.zeros(rows, dtype=np.int32)
+    partition[1::2] = 1
+    partition[7] = 2  # the rare partition: one row per batch, never a full chunk
+
+    def batch(i: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(
+            {
+                "topic": pa.array(["t"] * rows),
+                "partition": pa.array(partition),
+                "key": pa.array([b"%06d" % (i * rows + j) for j in range(rows)], pa.binary()),
+                "value": value,
+                "timestamp": pa.array(np.full(rows, 1_700_000_000_000 + i), pa.int64()),
+            }
+        )
+
+    peaks = []
+
+    def feed():
+        for i in range(batches):
+            b = batch(i)
+            yield b
+            del b
+            peaks.append(pa.total_allocated_bytes())
+
+    plan = OnePassPlan({})  # the job's plan: task 0 writes every partition in place
+    big = LogConfig.from_dict({})  # 1 GiB segments: one per partition
+    settings = WriterSettings(
+        output_root=str(tmp_path / "logs"),
+        run_id="r",
+        configs={"t": big},
+        batch_options={"t": batch_options_for(big, leader_epoch=0, now_ms=None)},
+    )
+    manifests = list(writer.write_task_direct(feed(), 0, "m", plan, settings))
+    assert sum(m.record_count for m in manifests) == batches * rows
+    base = peaks[0]
+    # the budget (2 MiB) + one chunk being cut + the batch in hand; the input is ~58 MB
+    assert max(peaks) - base < 12 << 20, [p >> 20 for p in peaks]

@@ -1,8 +1,11 @@
-"""The range mode through Spark: one pass gives the bytes of the counted plan.
+"""The range mode through Spark: its one pass gives the bytes of the direct mode's one pass.
 
-The counted reference is the range mode as it was: a counting pass over the range-sorted rows,
-exact offsets per task, then the write (here by the direct writer over the same sorted rows,
-which writes what the sorted-task writer writes: tests/jobs/test_ingest_writer.py).
+The reference is the direct writer over the same range-sorted rows (which writes what the
+sorted-task writer writes: tests/jobs/test_ingest_writer.py), placed by the direct mode's rule:
+task 0 in place, every share of a later task staged provisionally. The range mode writes in
+place every partition that starts inside a task and stages only a task's first one, so the two
+place different shares; both must publish the same files. (The counted plan, exact offsets per
+task, is the oracle of tests/jobs/test_ingest_one_pass.py.)
 """
 
 from __future__ import annotations
@@ -33,26 +36,26 @@ TOPICS = {
 }
 
 
-def _counted_rows(spark_rows):
-    """`_spark_rows` whose range-sorted rows go through the counting pass (the old range mode)."""
+def _direct_rows(spark_rows):
+    """`_spark_rows` whose range-sorted rows go to the direct mode's writer and placement."""
 
     def rows(spark, config, source, tasks):
         sorted_rows, rejects, (mode, why) = spark_rows(spark, config, source, tasks)
         assert mode == "range"
-        return sorted_rows, rejects, ("direct", "the counted reference")
+        return sorted_rows, rejects, ("direct", "the direct reference")
 
     return rows
 
 
-def test_range_one_pass_equals_counted_new_and_appended(spark, tmp_path, monkeypatch):
+def test_range_one_pass_equals_direct_one_pass_new_and_appended(spark, tmp_path, monkeypatch):
     first = source_rows(700, hot_user="hot", seed=11)
     second = source_rows(500, start_id=700, hot_user="hot", seed=12, start_ms=BASE_MS + 3_600_000)
     src_a = write_parquet(tmp_path / "a", first, files=2)
     src_b = write_parquet(tmp_path / "b", second, files=3)
     roots = {}
-    for way in ("one-pass", "counted"):
-        if way == "counted":
-            monkeypatch.setattr(ingest, "_spark_rows", _counted_rows(ingest._spark_rows))
+    for way in ("one-pass", "direct"):
+        if way == "direct":
+            monkeypatch.setattr(ingest, "_spark_rows", _direct_rows(ingest._spark_rows))
         root = tmp_path / way / "logs"
         lines: list[str] = []
         for run_id, src, tasks in (("r1", src_a, 3), ("r2", src_b, 4)):
@@ -67,12 +70,12 @@ def test_range_one_pass_equals_counted_new_and_appended(spark, tmp_path, monkeyp
                 out=lines.append,
             )
             assert result.write_mode == ("range" if way == "one-pass" else "direct")
-            assert ("count" in result.timings_ms) == (way == "counted")
+            assert "count" not in result.timings_ms and "place" in result.timings_ms
         roots[way] = root
         if way == "one-pass":
             assert "\n  write mode: output.write_mode is range\n" in lines[-1]
-    ours, counted = snapshot(roots["one-pass"]), snapshot(roots["counted"])
-    assert ours == counted
+    ours, direct = snapshot(roots["one-pass"]), snapshot(roots["direct"])
+    assert ours == direct
     hot_logs = [k for k in ours if k.endswith(".log")]
     assert len(hot_logs) >= 6  # rolls and task-share starts
     leo = {}

@@ -18,13 +18,13 @@ import pytest
 import jobs.ingest as ingest
 from jobs.ingestion.commit import SEGMENT_FILE, TaskManifest
 from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.planner import plan_offsets
 from jobs.ingestion.relayout import local_runner, plan_relayout, relayout
 from jobs.ingestion.writer import WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.encoder import EncodedBatches
+from tests.jobs.counted_plan import counted_plan
 from tests.jobs.ingest_helpers import (
     BASE_MS,
     config_doc,
@@ -145,7 +145,7 @@ def _staged_shares(
         batch_options={"t": options},
     )
     table = _table(sum(sizes), fixed=fixed)
-    plan = plan_offsets([(i, "t", 0, n) for i, n in enumerate(sizes)], {}).as_lookup()
+    plan = counted_plan([(i, "t", 0, n) for i, n in enumerate(sizes)], {})
     manifests, at = [], 0
     for task, n in enumerate(sizes):
         rows = table.slice(at, n).to_batches()

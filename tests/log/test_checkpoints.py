@@ -10,7 +10,6 @@ import pytest
 
 from kafkalog_core.errors import CorruptCheckpointError
 from kafkalog_core.log.checkpoints import (
-    CheckpointFile,
     CleanShutdownFile,
     EpochEntry,
     LeaderEpochCache,
@@ -70,8 +69,12 @@ def test_offset_checkpoint_empty_and_missing(tmp_path: Path) -> None:
 
 def test_version_mismatch(tmp_path: Path) -> None:
     path = tmp_path / "cp"
-    v1 = CheckpointFile(path, 1, lambda e: f"{e[0][0]} {e[0][1]} {e[1]}", lambda line: None)
-    v1.write([(("foo", 1), 5)])
+
+    class VersionOne(OffsetCheckpointFile):
+        VERSION = 1
+
+    VersionOne(path).write({("foo", 1): 5})
+    assert path.read_bytes() == b"1\n1\nfoo 1 5\n"
     with pytest.raises(CorruptCheckpointError, match="Unrecognised version:1, expected version: 0"):
         OffsetCheckpointFile(path).read()
 

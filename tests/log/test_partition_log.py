@@ -135,6 +135,15 @@ def test_case33_time_retention(
         ]
 
 
+def test_deleting_segments_raises_the_recovery_point_to_the_log_start(tmp_path: Path) -> None:
+    s = batch_size()
+    log = _three_segments(tmp_path, retention_bytes=10 * s, retention_ms=-1)
+    log.recovery_point = 2  # e.g. opened from a checkpoint written before the last flush
+    log.delete_old_segments()
+    assert log.log_start_offset == 5
+    assert log.recovery_point == 5
+
+
 def test_log_start_offset_retention(tmp_path: Path) -> None:
     log = _three_segments(tmp_path)
     log.log_start_offset = 7

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,11 +12,17 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog_core.log.names import segment_log_files
 from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.rebuild import rebuild_partition
 from kafkalog_core.log.retention import (
+    QuarantineFile,
     SegmentFacts,
     backfill_risk,
+    delete_quarantine_files,
     mark_segments_deleted,
     purge_deleted_files,
+    quarantine_decision,
+    raised_recovery_points,
+    read_quarantine_files,
     read_segment_facts,
     retention_decisions,
     truncate_leader_epochs_from_start,
@@ -174,3 +182,93 @@ def test_two_phase_delete_and_epochs(tmp_path: Path) -> None:
     assert not list(pdir.glob("*.deleted"))
     reopened = PartitionLog.open(pdir, cfg(segment_bytes=5 * batch_size()))
     assert reopened.segments[0].base_offset == nxt and reopened.log_end_offset == 15
+
+
+# ---- quarantine files (rebuild-index's corrupt tails) -----------------------------------------
+def test_quarantine_files_are_found_by_name(tmp_path: Path) -> None:
+    names = [
+        "00000000000000000005.log.2.quarantine",
+        "00000000000000000005.log.quarantine",
+        "00000000000000000000.log.quarantine",
+        "00000000000000000005.log.10.quarantine",
+        "00000000000000000005.log.1.quarantine",
+    ]
+    decoys = [
+        "00000000000000000000.log",
+        "00000000000000000000.log.quarantine.tmp",  # a copy a killed rebuild never finished
+        "00000000000000000000.index.quarantine",
+        "x.log.quarantine",
+        "00000000000000000000.log.0.quarantine",
+    ]
+    for name in names + decoys:
+        (tmp_path / name).write_bytes(b"x" * len(name))
+    found = read_quarantine_files(tmp_path)
+    assert [q.path.name for q in found] == [
+        "00000000000000000000.log.quarantine",
+        "00000000000000000005.log.quarantine",
+        "00000000000000000005.log.1.quarantine",
+        "00000000000000000005.log.2.quarantine",
+        "00000000000000000005.log.10.quarantine",
+    ]
+    assert [q.base_offset for q in found] == [0, 5, 5, 5, 5]
+    assert found[0].size == len(found[0].path.name)
+
+
+def _quarantined(tmp_path: Path, age_ms: int) -> QuarantineFile:
+    path = tmp_path / "00000000000000000007.log.quarantine"
+    path.write_bytes(b"tail")
+    os.utime(path, ns=((NOW - age_ms) * 10**6,) * 2)
+    (item,) = read_quarantine_files(tmp_path)
+    assert item.last_modified_ms == NOW - age_ms
+    return item
+
+
+@pytest.mark.parametrize(
+    ("settings", "age", "delete"),
+    [
+        ({"retention_ms": 10 * DAY}, 11 * DAY, True),
+        ({"retention_ms": 10 * DAY}, 9 * DAY, False),
+        ({"retention_ms": 10 * DAY, "cleanup_policy": "compact"}, 11 * DAY, True),
+        ({"retention_ms": -1}, 1000 * DAY, False),
+    ],
+)
+def test_quarantine_goes_after_retention_ms(
+    tmp_path: Path, settings: dict, age: int, delete: bool
+) -> None:
+    item = _quarantined(tmp_path, age)
+    decision = quarantine_decision(item, cfg(**settings), NOW)
+    assert (decision.delete, decision.rule) == (delete, "retention.ms" if delete else "")
+    assert decision.base_offset == 7
+    assert ("older than" if delete else "keep" if age > 100 * DAY else "within") in decision.reason
+    delete_quarantine_files([item.path] if decision.delete else [])
+    assert item.path.exists() is not delete
+
+
+def test_rebuild_starts_the_quarantine_clock(tmp_path: Path) -> None:
+    pdir = _log(tmp_path)
+    old_s = (NOW - 40 * DAY) / 1000
+    for path in pdir.iterdir():
+        os.utime(path, (old_s, old_s))
+    first = segment_log_files(pdir)[0]
+    data = bytearray(first.read_bytes())
+    data[-5] ^= 0xFF  # the last batch's CRC no longer matches
+    first.write_bytes(bytes(data))
+    rebuild_partition(pdir, 4096)
+    items = read_quarantine_files(pdir)
+    assert len(items) == len(list(tmp_path.glob("t-0/*.log.quarantine"))) == 3  # tail + 2 whole
+    wall = time.time() * 1000
+    assert all(abs(q.last_modified_ms - wall) < 60_000 for q in items)  # not the 40-day mtime
+    assert not any(
+        quarantine_decision(q, cfg(retention_ms=7 * DAY), int(wall)).delete for q in items
+    )
+    later = int(wall) + 8 * DAY
+    assert all(quarantine_decision(q, cfg(retention_ms=7 * DAY), later).delete for q in items)
+
+
+def test_recovery_point_never_below_the_log_start_offset() -> None:
+    recovery = {("a", 0): 5, ("a", 1): 30, ("b", 0): 0}
+    starts = {("a", 0): 12, ("a", 1): 20, ("c", 0): 9, ("c", 1): 0}
+    raised = raised_recovery_points(recovery, starts)
+    # raised to the log start; never lowered; a missing entry (0 to a broker) gets one if needed
+    assert raised == {("a", 0): 12, ("a", 1): 30, ("b", 0): 0, ("c", 0): 9}
+    assert recovery == {("a", 0): 5, ("a", 1): 30, ("b", 0): 0}  # the input is left alone

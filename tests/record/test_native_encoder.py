@@ -22,7 +22,7 @@ from kafkalog_core.errors import RecordTooLargeError
 from kafkalog_core.record.batch import Compression, TimestampType
 from kafkalog_core.record.encoder import BatchOptions, encode_records, encode_records_chunked
 from kafkalog_core.record.encoder import encode as encode_module
-from kafkalog_core.record.encoder.encode import _split_parameters
+from kafkalog_core.record.encoder.native_path import split_parameters
 
 native = kafkalog_native.module
 
@@ -340,7 +340,7 @@ def test_plan_batches_restarts_at_any_batch_start(piece_bytes):
     timestamps = np.cumsum(rng.integers(0, 50, n))
     context = np.zeros(0, np.int64)
     columns = (kafkalog_native.column(keys), kafkalog_native.column(values), None)
-    split = _split_parameters(BatchOptions(max_batch_bytes=600))
+    split = split_parameters(BatchOptions(max_batch_bytes=600))
     starts, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
     count, end = native.plan_batches(
         starts, sizes, timestamps, context, *columns, *split, 0, 2**63 - 1

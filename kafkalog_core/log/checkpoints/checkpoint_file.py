@@ -5,7 +5,8 @@
 - Java's text rules (`read_lines`, `java_split`, `parse_java_int`), so a file a broker reads
   is read the same way here, with the same refusals.
 - `CheckpointFile`: the generic `<version>\\n<count>\\n<entry>\\n...` text file with Kafka's
-  read rules and error messages; the offset and leader-epoch checkpoints are instances of it.
+  read rules and error messages; the offset and leader-epoch checkpoints subclass it and say
+  only how their entries look.
 
 Every parse failure is a `CorruptCheckpointError` naming the file and the offending line.
 """
@@ -14,18 +15,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from kafkalog_core.errors import CorruptCheckpointError
+from kafkalog_core.properties import JAVA_LINE_BREAK  # BufferedReader.readLine's line breaks
 
-T = TypeVar("T")
+E = TypeVar("E")  # one entry (line) of a checkpoint file
+C = TypeVar("C")  # what `read` returns and `write` takes: the entries, or a map of them
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-JAVA_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # BufferedReader.readLine
 JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")  # java.util.regex \s
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -97,24 +99,46 @@ def parse_java_int(text: str, bits: int = 32) -> int:
 
 
 # ---- generic checkpoint file -------------------------------------------------------------------
-class CheckpointFile(Generic[T]):
+class CheckpointFile(Generic[E, C]):
     """`<version>\\n<count>\\n<entry>\\n...` with Kafka's CheckpointFile read rules.
 
-    `parse_entry` returns None for a line that is not an entry (-> "Malformed line"); it may
-    also raise ValueError (a bad number), reported the same way.
+    Every checkpoint kind has this one format; a subclass says only how its entries look:
+    `VERSION`, `format_entry`, `parse_entry` (None for a line that is not an entry, ->
+    "Malformed line"; a ValueError from a bad number is reported the same way) and, when callers
+    want the entries as something other than a list (the offset checkpoints' map), the
+    `entries_of` / `contents_of` pair that converts what `write` takes and `read` returns (C).
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        version: int,
-        format_entry: Callable[[T], str],
-        parse_entry: Callable[[str], T | None],
-    ) -> None:
+    VERSION: ClassVar[int] = 0
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.version = version
-        self._format_entry = format_entry
-        self._parse_entry = parse_entry
+
+    # ---- what a subclass says about its entries
+    def format_entry(self, entry: E) -> str:
+        raise NotImplementedError
+
+    def parse_entry(self, line: str) -> E | None:
+        raise NotImplementedError
+
+    def entries_of(self, contents: C) -> Iterable[E]:
+        """The entries to write for `contents`, in file order (default: `contents` as given)."""
+        return contents  # type: ignore[return-value]
+
+    def contents_of(self, entries: list[E]) -> C:
+        """What `read` returns for the entries of a file (default: the list)."""
+        return entries  # type: ignore[return-value]
+
+    @staticmethod
+    def fields(line: str, count: int) -> list[str] | None:
+        """A line split as Kafka splits entries (`\\s+`), or None unless it has `count` parts."""
+        parts = java_split(JAVA_WHITESPACE, line)
+        return parts if len(parts) == count else None
+
+    # ---- the file
+    @property
+    def version(self) -> int:
+        return self.VERSION
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -124,27 +148,28 @@ class CheckpointFile(Generic[T]):
         if not self.path.exists():
             self.path.touch()
 
-    def to_bytes(self, entries: Iterable[T]) -> bytes:
-        items = list(entries)
-        lines = [str(self.version), str(len(items))]
-        lines.extend(self._format_entry(item) for item in items)
+    def to_bytes(self, contents: C) -> bytes:
+        items = list(self.entries_of(contents))
+        lines = [str(self.VERSION), str(len(items))]
+        lines.extend(self.format_entry(item) for item in items)
         return "".join(line + "\n" for line in lines).encode("utf-8")
 
-    def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
-        atomic_write(self.path, self.to_bytes(entries), sync=sync)
+    def write(self, contents: C, *, sync: bool = True) -> None:
+        atomic_write(self.path, self.to_bytes(contents), sync=sync)
 
-    def read(self) -> list[T]:
-        """Parse the file; a missing or empty file is an empty list."""
+    def read(self) -> C:
+        """Parse the file; a missing or empty file has no entries."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return []
-        return self.parse(data)
+            data = b""
+        return self.contents_of(self.parse(data))
 
     def _malformed(self, line: str) -> CorruptCheckpointError:
         return CorruptCheckpointError(f"Malformed line in checkpoint file [{self.path}]: {line}")
 
-    def parse(self, data: bytes) -> list[T]:
+    def parse(self, data: bytes) -> list[E]:
+        """The entries of a file's bytes, in file order, with Kafka's refusals."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -158,9 +183,9 @@ class CheckpointFile(Generic[T]):
             read_version = parse_java_int(lines[0])
         except ValueError:
             raise self._malformed(lines[0]) from None
-        if read_version != self.version:
+        if read_version != self.VERSION:
             raise CorruptCheckpointError(
-                f"Unrecognised version:{read_version}, expected version: {self.version} in "
+                f"Unrecognised version:{read_version}, expected version: {self.VERSION} in "
                 f"checkpoint file at: {self.path}"
             )
         if len(lines) < 2:
@@ -169,10 +194,10 @@ class CheckpointFile(Generic[T]):
             expected = parse_java_int(lines[1])
         except ValueError:
             raise self._malformed(lines[1]) from None
-        entries: list[T] = []
+        entries: list[E] = []
         for line in lines[2:]:
             try:
-                entry = self._parse_entry(line)
+                entry = self.parse_entry(line)
             except ValueError:
                 entry = None
             if entry is None:

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NamedTuple
 
-from kafkalog_core.log.checkpoints.checkpoint_file import (
-    JAVA_WHITESPACE,
-    CheckpointFile,
-    java_split,
-    parse_java_int,
-)
+from kafkalog_core.log.checkpoints.checkpoint_file import CheckpointFile, parse_java_int
 
 
 class EpochEntry(NamedTuple):
@@ -27,41 +21,19 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-def _parse_epoch_entry(line: str) -> EpochEntry | None:
-    parts = java_split(JAVA_WHITESPACE, line)
-    if len(parts) != 2:
-        return None
-    return EpochEntry(parse_java_int(parts[0]), parse_java_int(parts[1], 64))
-
-
-class LeaderEpochCheckpointFile:
+class LeaderEpochCheckpointFile(CheckpointFile[EpochEntry, list[EpochEntry]]):
     """`leader-epoch-checkpoint`: version 0, `<epoch> <startOffset>` lines in ascending epoch order."""
 
     VERSION = 0
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._file: CheckpointFile[EpochEntry] = CheckpointFile(
-            path, self.VERSION, lambda e: f"{e.epoch} {e.start_offset}", _parse_epoch_entry
-        )
+    def format_entry(self, entry: EpochEntry) -> str:
+        return f"{entry.epoch} {entry.start_offset}"
 
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    def exists(self) -> bool:
-        return self._file.exists()
-
-    def ensure_exists(self) -> None:
-        self._file.ensure_exists()
-
-    def read(self) -> list[EpochEntry]:
-        return self._file.read()
-
-    def to_bytes(self, entries: Iterable[EpochEntry]) -> bytes:
-        return self._file.to_bytes(entries)
-
-    def write(self, entries: Iterable[EpochEntry], *, sync: bool = True) -> None:
-        self._file.write(entries, sync=sync)
+    def parse_entry(self, line: str) -> EpochEntry | None:
+        parts = self.fields(line, 2)
+        if parts is None:
+            return None
+        return EpochEntry(parse_java_int(parts[0]), parse_java_int(parts[1], 64))
 
 
 class LeaderEpochCache:

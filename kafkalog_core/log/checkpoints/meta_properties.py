@@ -1,130 +1,23 @@
-"""`meta.properties` of a log dir and the java.util.Properties text it is written in (§9).
+"""`meta.properties` of a log dir (§9.5): version 0 (ZooKeeper, broker.id) or 1 (KRaft, node.id).
 
-`parse_properties` / `format_properties` read and write Properties.load/store text (escapes,
-continuations, the `#<date>` header); `MetaProperties` is the file's version 0 (ZooKeeper,
-broker.id) or version 1 (KRaft, node.id) content.
+The file is java.util.Properties text, read and written by `kafkalog_core.properties` (the
+reader topic configs use too); `parse_properties` / `format_properties` stay importable here.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalog_core.errors import CorruptCheckpointError
-from kafkalog_core.log.checkpoints.checkpoint_file import (
-    JAVA_LINE_BREAK,
-    atomic_write,
-    parse_java_int,
-)
+from kafkalog_core.log.checkpoints.checkpoint_file import atomic_write, parse_java_int
 from kafkalog_core.log.checkpoints.topic_ids import topic_id_from_str, topic_id_to_str
+from kafkalog_core.properties import format_properties, parse_properties
 
-
-def _java_date(epoch_seconds: float | None = None) -> str:
-    """java.util.Date.toString() in UTC, e.g. `Fri May 24 22:16:18 UTC 2019`."""
-    t = time.gmtime(epoch_seconds)
-    return time.strftime("%a %b %d %H:%M:%S UTC %Y", t)
-
-
-_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> list[str]:
-    """Java Properties.load's logical lines: comments/blank lines dropped, `\\` continuations joined."""
-    out: list[str] = []
-    pending: str | None = None
-    for raw in JAVA_LINE_BREAK.split(text):
-        line = raw.lstrip(" \t\f") if pending is not None else raw
-        if pending is None:
-            stripped = line.lstrip(" \t\f")
-            if not stripped or stripped[0] in "#!":
-                continue
-            line = stripped
-        trailing = len(line) - len(line.rstrip("\\"))
-        continued = trailing % 2 == 1
-        body = line[:-1] if continued else line
-        pending = body if pending is None else pending + body
-        if not continued:
-            out.append(pending)
-            pending = None
-    if pending is not None:
-        out.append(pending)
-    return out
-
-
-def _unescape(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                try:
-                    out.append(chr(int(text[i + 2 : i + 6], 16)))
-                except ValueError:
-                    raise ValueError(f"Malformed \\uxxxx encoding in {text!r}") from None
-                i += 6
-                continue
-            out.append(_PROPERTY_ESCAPES.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """A java.util.Properties reader (key, separator `=`/`:`/whitespace, escapes)."""
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        i, key_end = 0, None
-        while i < len(line):
-            ch = line[i]
-            if ch == "\\":
-                i += 2
-                continue
-            if ch in "=: \t\f":
-                key_end = i
-                break
-            i += 1
-        if key_end is None:
-            props[_unescape(line)] = ""
-            continue
-        key = line[:key_end]
-        rest = line[key_end:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":") and line[key_end] in " \t\f":
-            rest = rest[1:].lstrip(" \t\f")
-        elif line[key_end] in "=:":
-            rest = line[key_end + 1 :].lstrip(" \t\f")
-        props[_unescape(key)] = _unescape(rest)
-    return props
-
-
-def _escape_property(text: str, is_key: bool) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch == " " and (i == 0 or is_key):
-            out.append("\\ ")
-        elif ch in "\\=:#!":
-            out.append("\\" + ch)
-        elif ch in "\t\n\r\f":
-            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[ch])
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def format_properties(props: Mapping[str, str], *, date: str | None = None) -> str:
-    """Properties.store(writer, ""): `#`, `#<date>`, then `key=value` lines."""
-    lines = ["#", "#" + (date if date is not None else _java_date())]
-    lines.extend(
-        f"{_escape_property(k, True)}={_escape_property(v, False)}" for k, v in props.items()
-    )
-    return "".join(line + "\n" for line in lines)
+__all__ = ["MetaProperties", "format_properties", "parse_properties"]
 
 
 @dataclass(frozen=True)

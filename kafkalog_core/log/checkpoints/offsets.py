@@ -12,12 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafkalog_core.log.checkpoints.checkpoint_file import (
-    JAVA_WHITESPACE,
-    CheckpointFile,
-    java_split,
-    parse_java_int,
-)
+from kafkalog_core.log.checkpoints.checkpoint_file import CheckpointFile, parse_java_int
 from kafkalog_core.log.names import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -27,48 +22,34 @@ from kafkalog_core.log.names import (
 TopicPartition = tuple[str, int]
 
 
-def _format_offset_entry(entry: tuple[TopicPartition, int]) -> str:
-    (topic, partition), offset = entry
-    return f"{topic} {partition} {offset}"
+class OffsetCheckpointFile(
+    CheckpointFile[tuple[TopicPartition, int], Mapping[TopicPartition, int]]
+):
+    """`<topic> <partition> <offset>` checkpoints (recovery point, log start, replication, cleaner).
 
-
-def _parse_offset_entry(line: str) -> tuple[TopicPartition, int] | None:
-    parts = java_split(JAVA_WHITESPACE, line)
-    if len(parts) != 3:
-        return None
-    return (parts[0], parse_java_int(parts[1])), parse_java_int(parts[2], 64)
-
-
-class OffsetCheckpointFile:
-    """`<topic> <partition> <offset>` checkpoints (recovery point, log start, replication, cleaner)."""
+    Read as a map (a later duplicate line wins, as in Kafka's toMap); written sorted by
+    (topic, partition), so the bytes are deterministic (the order carries no meaning).
+    """
 
     VERSION = 0
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._file: CheckpointFile[tuple[TopicPartition, int]] = CheckpointFile(
-            path, self.VERSION, _format_offset_entry, _parse_offset_entry
-        )
+    def format_entry(self, entry: tuple[TopicPartition, int]) -> str:
+        (topic, partition), offset = entry
+        return f"{topic} {partition} {offset}"
 
-    @property
-    def path(self) -> Path:
-        return self._file.path
+    def parse_entry(self, line: str) -> tuple[TopicPartition, int] | None:
+        parts = self.fields(line, 3)
+        if parts is None:
+            return None
+        return (parts[0], parse_java_int(parts[1])), parse_java_int(parts[2], 64)
 
-    def exists(self) -> bool:
-        return self._file.exists()
+    def entries_of(
+        self, contents: Mapping[TopicPartition, int]
+    ) -> list[tuple[TopicPartition, int]]:
+        return sorted(contents.items())
 
-    def ensure_exists(self) -> None:
-        self._file.ensure_exists()
-
-    def read(self) -> dict[TopicPartition, int]:
-        """The map in the file; a later duplicate line wins, as in Kafka's toMap."""
-        return dict(self._file.read())
-
-    def to_bytes(self, offsets: Mapping[TopicPartition, int]) -> bytes:
-        return self._file.to_bytes(sorted(offsets.items()))
-
-    def write(self, offsets: Mapping[TopicPartition, int], *, sync: bool = True) -> None:
-        """Entries sorted by (topic, partition): deterministic (order carries no meaning)."""
-        self._file.write(sorted(offsets.items()), sync=sync)
+    def contents_of(self, entries: list[tuple[TopicPartition, int]]) -> dict[TopicPartition, int]:
+        return dict(entries)
 
 
 def read_offset_checkpoint(

@@ -1,9 +1,10 @@
 """Record batch v2 encoder: Arrow columns -> Kafka batches, vectorized; plus a scalar `build_batch`.
 
 Where things live: `encode` (the vectorized path, `encode_records`; its module doc explains the
-byte layout), `options` (BatchOptions, EncodedBatches), `split` (batch boundaries), `varints`
-and `headers` (record fields as Arrow binary values and their joins), `columns` (input
-columns), `scalar` (`Record`, `build_batch`).
+byte layout), `native_path` (the same with the C loops), `framing` (batch headers, sizes, CRCs,
+compressed regions), `options` (BatchOptions, EncodedBatches), `split` (batch boundaries),
+`varints` and `headers` (record fields as Arrow binary values and their joins), `columns`
+(input columns), `scalar` (`Record`, `build_batch`).
 """
 
 from kafkalog_core.record.encoder.encode import (

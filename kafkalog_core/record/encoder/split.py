@@ -4,6 +4,7 @@ per batch (step 1 of the vectorized path)."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from kafkalog_core.record.batch import INT32_MAX, RECORD_BATCH_OVERHEAD
 from kafkalog_core.record.encoder.options import BatchOptions
@@ -147,3 +148,27 @@ def _window_extreme(ufunc: np.ufunc, padded: np.ndarray, total: int, most: int) 
     out = prefix[:total]  # windows clamped at record 0 are block 0's prefix
     ufunc(suffix[: total - most + 1], prefix[most - 1 : total], out=out[most - 1 :])
     return out
+
+
+def fixed_sizes(
+    keys: pa.Array,
+    values: pa.Array,
+    key_lengths: np.ndarray,
+    value_lengths: np.ndarray,
+    header_sizes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each record's bytes without its length, timestampDelta and offsetDelta varints (what the
+    split estimates from), and the varint sizes of the key and value lengths."""
+    key_length_sizes = length_sizes(key_lengths)
+    value_length_sizes = length_sizes(value_lengths)
+    # sizes that are one value for all rows stay 1-element arrays and fold into a scalar
+    fixed = key_lengths if keys.null_count == 0 else np.maximum(key_lengths, 0)
+    fixed = fixed + (value_lengths if values.null_count == 0 else np.maximum(value_lengths, 0))
+    scalar = 1  # attributes
+    for sizes in (key_length_sizes, value_length_sizes, header_sizes):
+        if sizes.shape[0] == 1:
+            scalar += int(sizes[0])
+        else:
+            fixed += sizes
+    fixed += scalar
+    return fixed, key_length_sizes, value_length_sizes

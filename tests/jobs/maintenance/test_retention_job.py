@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import shutil
 import time
 from pathlib import Path
@@ -80,12 +81,16 @@ def test_dry_run_reports_every_segment_and_changes_nothing(spark, log_dir: Path)
 def test_apply_deletes_advances_the_log_start_offset_and_is_idempotent(
     spark, log_dir: Path
 ) -> None:
+    recovery = OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint")
+    recovery.write({("events", 0): 5, ("events", 1): 20, ("gone", 0): 7})
     result = _run(spark, log_dir, apply=True)
     pdir = log_dir / "events-0"
     assert sorted(p.name for p in pdir.glob("*.log")) == ["00000000000000000015.log"]
     assert not list(log_dir.rglob("*.deleted"))
     starts = OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read()
     assert starts[("events", 0)] == 15
+    # the recovery point below the new log start moves up to it; the others stay as they were
+    assert recovery.read() == {("events", 0): 15, ("events", 1): 20, ("gone", 0): 7}
     reopened = PartitionLog.open(pdir, LogConfig())
     assert reopened.log_start_offset == 15 and reopened.log_end_offset == 20
     reopened.close()
@@ -166,3 +171,27 @@ def test_cli_dry_run_and_bad_input(log_dir: Path, capsys) -> None:
     bad.write_text("topics:\n  events: {retention.ms: soon}\n")
     assert retention_job.main(["--log-dir", str(log_dir), "--topic-config", str(bad)]) == 1
     assert "retention.ms" in capsys.readouterr().err
+
+
+def test_quarantine_files_are_listed_then_deleted_after_retention_ms(spark, log_dir: Path) -> None:
+    pdir = log_dir / "events-1"
+    old = pdir / "00000000000000000000.log.quarantine"
+    young = pdir / "00000000000000000005.log.1.quarantine"
+    for path, age in ((old, 11 * DAY), (young, 9 * DAY)):  # retention.ms is 10 days
+        path.write_bytes(b"corrupt tail")
+        os.utime(path, ns=((NOW - age) * 10**6,) * 2)
+    before = _checksums(log_dir)
+    dry = _run(spark, log_dir)
+    assert _checksums(log_dir) == before
+    rows = [r for r in dry.rows.to_pylist() if r["kind"] == "quarantine"]
+    assert [(r["file"], r["action"], r["applied"]) for r in rows] == [
+        (old.name, "delete", False),
+        (young.name, "keep", False),
+    ]
+    assert rows[0]["size_bytes"] == len(b"corrupt tail") and rows[0]["rule"] == "retention.ms"
+    assert {r["kind"] for r in dry.rows.to_pylist()} == {"segment", "quarantine"}
+    assert "delete 3 segments" in dry.summary  # the segment counts leave them out
+    assert f"events-1/{old.name}" in dry.summary and "--apply" in dry.summary
+    applied = _run(spark, log_dir, apply=True)
+    assert not old.exists() and young.exists()
+    assert [r["applied"] for r in applied.rows.to_pylist() if r["file"] == old.name] == [True]

@@ -1,0 +1,136 @@
+"""The direct mode in one pass through Spark: task 0 writes in place, every later task stages.
+
+Both readers, several splits, three partitions, small segments, a new log dir then one
+continued; the first split lacks a partition, so that partition's first share is a later
+task's, placed by the driver (and continuing the published segment in the second run). The
+records and offsets are checked with kafka-python's reader against the rows in each reader's
+order. The bytes equal the counted plan's: tests/jobs/test_ingest_one_pass.py (no Spark, every
+case forced) and the relayout's one-writer oracle: tests/jobs/test_relayout.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import jobs.ingest as ingest
+from jobs.ingestion.config import IngestConfig
+from tests.jobs.ingest_helpers import (
+    BASE_MS,
+    SOURCE_SCHEMA,
+    config_doc,
+    expected_records,
+    kp_partition,
+    read_root,
+    source_rows,
+    spark_read_order,
+)
+
+pytestmark = pytest.mark.spark
+
+NOW = 1_714_521_600_123
+PARTITIONS = 3
+TOPICS = {
+    "events": {
+        "partitions": PARTITIONS,
+        "config": {"segment.bytes": 6000, "index.interval.bytes": 500},  # rolls inside shares
+    }
+}
+ROW_GROUP = 40  # rows per Parquet row group: a task of its own under 2000-byte splits
+SKIPPED = 2  # the partition the first row group lacks: its first share is a later task's
+
+
+def _partition(row: dict) -> int:
+    return kp_partition(row["user"].encode(), PARTITIONS)
+
+
+def _source(path: Path, rows: list[dict], sizes: list[int]) -> list[dict]:
+    """Files of `sizes` rows, the first file's first row group without partition SKIPPED; the
+    rows in path order (the arrow reader's order)."""
+    path.mkdir(parents=True)
+    ordered, at = [], 0
+    for f, size in enumerate(sizes):
+        chunk = rows[at : at + size]
+        at += size
+        if f == 0:
+            head = [r for r in chunk if _partition(r) != SKIPPED][:ROW_GROUP]
+            ids = {r["id"] for r in head}
+            chunk = head + [r for r in chunk if r["id"] not in ids]
+        table = pa.Table.from_pylist(chunk, schema=SOURCE_SCHEMA)
+        pq.write_table(table, path / f"part-{f:03d}.parquet", row_group_size=ROW_GROUP)
+        ordered += chunk
+    return ordered
+
+
+def _doc(src: Path, root: Path, reader: str) -> dict:
+    doc = config_doc(src, root, topics=TOPICS, ordering="source")
+    del doc["mapping"]["headers"]  # the arrow reader's mappings
+    doc["source"]["task_reader"] = reader
+    doc["output"]["write_mode"] = "direct"
+    return doc
+
+
+def _spy(monkeypatch) -> list[tuple[list, list]]:
+    """(staged, placed) manifests of each run's `place_ranges`."""
+    seen: list[tuple[list, list]] = []
+    real = ingest.place_ranges
+
+    def spy(manifests, leo, continue_first=None):
+        placed = real(manifests, leo, continue_first)
+        seen.append((list(manifests), placed))
+        return placed
+
+    monkeypatch.setattr(ingest, "place_ranges", spy)
+    return seen
+
+
+def test_direct_mode_writes_in_one_pass_with_either_reader(
+    spark, tmp_path, small_splits, monkeypatch
+):
+    first = source_rows(600, seed=31)
+    second = source_rows(450, start_id=600, seed=32, start_ms=BASE_MS + 3_600_000)
+    runs = [
+        ("r1", tmp_path / "a", _source(tmp_path / "a", first, [300, 200, 100])),
+        ("r2", tmp_path / "b", _source(tmp_path / "b", second, [250, 130, 70])),
+    ]
+    seen = _spy(monkeypatch)
+    for way in ("arrow", "spark"):
+        root = tmp_path / way / "logs"
+        expected: list[tuple] = []
+        leo: dict = {}
+        for run_id, src, rows in runs:
+            result = ingest.run(
+                spark,
+                IngestConfig.from_dict(_doc(src, root, way)),
+                run_id=run_id,
+                batch_bytes=400,
+                now_ms=NOW,
+                out=lambda _: None,
+            )
+            assert (result.write_mode, result.task_reader) == ("direct", way)
+            assert "count" not in result.timings_ms and "place" in result.timings_ms
+            shares, placed = seen[-1]
+            assert len({m.task_key for m in shares}) > 2
+            assert all(m.provisional == (m.task_key != "task-0") for m in shares)
+            if way == "arrow":  # task i = row group i: task 0 lacks partition SKIPPED
+                assert "task-0" in {m.task_key for m in shares}
+                assert not any(m.partition == SKIPPED and m.task_key == "task-0" for m in shares)
+                first_skipped = min(
+                    (m for m in placed if m.partition == SKIPPED), key=lambda m: m.first_offset
+                )
+                # a staged share turned out to start its partition: it continues the published
+                # last segment in r2, as task 0's in-place shares continue theirs
+                assert (first_skipped.replaces is not None) == (run_id == "r2")
+                assert any(m.replaces is not None for m in shares) == (run_id == "r2")
+            else:
+                rows, _ = spark_read_order(spark, src, rows)
+            expected += expected_records(rows, {"events": PARTITIONS}, leo, in_order=True)
+            for t, p, o, *_ in expected:
+                leo[(t, p)] = max(leo.get((t, p), 0), o + 1)
+        assert read_root(root) == [
+            (t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in sorted(expected)
+        ]
+        assert sum(1 for _ in root.glob("*/*.log")) >= 2 * PARTITIONS  # rolls
