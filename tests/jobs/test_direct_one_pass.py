@@ -76,16 +76,16 @@ def _doc(src: Path, root: Path, reader: str) -> dict:
 
 
 def _spy(monkeypatch) -> list[tuple[list, list]]:
-    """(staged, placed) manifests of each run's `place_ranges`."""
+    """(staged, placed) manifests of each run's `place_staged`."""
     seen: list[tuple[list, list]] = []
-    real = ingest.place_ranges
+    real = ingest.place_staged
 
-    def spy(manifests, leo, continue_first=None):
-        placed = real(manifests, leo, continue_first)
+    def spy(manifests, leo, settings):
+        placed = real(manifests, leo, settings)
         seen.append((list(manifests), placed))
         return placed
 
-    monkeypatch.setattr(ingest, "place_ranges", spy)
+    monkeypatch.setattr(ingest, "place_staged", spy)
     return seen
 
 
