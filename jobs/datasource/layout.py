@@ -1,7 +1,9 @@
 """The driver's read-only view of a log dir: which partitions, their offsets, and byte ranges.
 
 Everything the planner needs comes from the indexes and a few batch headers; no record is
-decoded here and nothing on disk is ever written (inputs may be read-only broker copies). An
+decoded here and nothing on disk is ever written (inputs may be read-only broker copies). The
+cleaner's header walk and the partition log's timestamp lookup load only when read_committed
+or a timestamp bound needs them: Spark's planning worker pays every import on a cold start. An
 index a reader cannot trust (zero-padded by a crash, pointing past its .log, missing) is
 forgotten in memory: its segment is then scanned from the start, which is slower, never wrong.
 """
@@ -19,13 +21,11 @@ import numpy as np
 from jobs.datasource.options import Subscription, TopicPartition
 from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import read_log_start_checkpoint
-from kafkalog_core.log.cleaner_audit import scan_partition
 from kafkalog_core.log.names import (
     offset_from_file_name,
     parse_partition_dir_name,
     segment_log_files,
 )
-from kafkalog_core.log.partition_log import offset_for_timestamp
 from kafkalog_core.log.segment import LogSegment
 from kafkalog_core.record.batch import MAGIC_V2, Compression
 
@@ -126,6 +126,8 @@ class PartitionView:
         (a transaction still open at its end) is in no index, and a copy may lack .txnindex files.
         """
         if self._txn is None:
+            from kafkalog_core.log.cleaner_audit import scan_partition  # read_committed only
+
             scan = scan_partition(self.directory)
             lso = self.log_end_offset
             if scan.first_unstable_offset is not None:
@@ -144,6 +146,8 @@ class PartitionView:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """ListOffsets(timestamp): the first offset whose record has ts >= timestamp, or None."""
+        from kafkalog_core.log.partition_log import offset_for_timestamp  # timestamp bounds only
+
         found = offset_for_timestamp(self.segments, timestamp, self.log_start_offset)
         return None if found is None else found.offset
 
