@@ -1,7 +1,9 @@
 """The driver's read-only view of a log dir: which partitions, their offsets, and byte ranges.
 
 Everything the planner needs comes from the indexes and a few batch headers; no record is
-decoded here and nothing on disk is ever written (inputs may be read-only broker copies). An
+decoded here and nothing on disk is ever written (inputs may be read-only broker copies). The
+cleaner's header walk and the partition log's timestamp lookup load only when read_committed
+or a timestamp bound needs them: Spark's planning worker pays every import on a cold start. An
 index a reader cannot trust (zero-padded by a crash, pointing past its .log, missing) is
 forgotten in memory: its segment is then scanned from the start, which is slower, never wrong.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +21,11 @@ import numpy as np
 from jobs.datasource.options import Subscription, TopicPartition
 from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import read_log_start_checkpoint
-from kafkalog_core.log.cleaner_audit import scan_partition
 from kafkalog_core.log.names import (
     offset_from_file_name,
     parse_partition_dir_name,
     segment_log_files,
 )
-from kafkalog_core.log.partition_log import offset_for_timestamp
 from kafkalog_core.log.segment import LogSegment
 from kafkalog_core.record.batch import MAGIC_V2, Compression
 
@@ -85,7 +85,12 @@ class TransactionState:
 
 
 class PartitionView:
-    """One topic-partition dir opened for reading: segments with indexes a reader can trust."""
+    """One topic-partition dir opened for reading: segments with indexes a reader can trust.
+
+    A segment (its .log, .index and .timeindex) is opened when a question needs it, not when the
+    view is made: a narrow read of a partition with a thousand segments opens the few it reads,
+    the first (log start) and the last (log end).
+    """
 
     def __init__(
         self, topic: str, partition: int, directory: Path, log_start_checkpoint: int | None = None
@@ -93,15 +98,28 @@ class PartitionView:
         self.topic = topic
         self.partition = partition
         self.directory = directory
-        opened = (
-            _open_segment(directory, offset_from_file_name(p.name))
-            for p in segment_log_files(directory)
-        )
-        self.segments = [seg for seg in opened if seg is not None]
-        first_base = self.segments[0].base_offset if self.segments else 0
+        self._log_paths = segment_log_files(directory)
+        self._bases = [offset_from_file_name(p.name) for p in self._log_paths]
+        self._opened: dict[int, LogSegment | None] = {}
+        first = next(self._segments(range(len(self._bases))), None)
+        first_base = first.base_offset if first is not None else 0
         self.log_start_offset = max(first_base, log_start_checkpoint or 0)
         self._log_end_offset: int | None = None
         self._txn: TransactionState | None = None
+
+    def _segments(self, order: Iterable[int]) -> Iterator[LogSegment]:
+        """The segments at these positions that still exist, each opened once."""
+        for k in order:
+            if k not in self._opened:
+                self._opened[k] = _open_segment(self.directory, self._bases[k])
+            seg = self._opened[k]
+            if seg is not None:
+                yield seg
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """Every segment, opened (what a whole-log question such as a timestamp lookup needs)."""
+        return list(self._segments(range(len(self._bases))))
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -110,14 +128,20 @@ class PartitionView:
     @property
     def log_end_offset(self) -> int:
         if self._log_end_offset is None:
+            last = next(self._segments(reversed(range(len(self._bases)))), None)
             self._log_end_offset = (
-                self.segments[-1].read_next_offset() if self.segments else self.log_start_offset
+                last.read_next_offset() if last is not None else self.log_start_offset
             )
         return self._log_end_offset
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(seg.size for seg in self.segments)
+        """Bytes of the .log files, from their sizes (no segment is opened for it)."""
+        total = 0
+        for path in self._log_paths:
+            with suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
 
     def transaction_state(self) -> TransactionState:
         """Aborted transactions and the last stable offset from one header walk (§4).
@@ -126,6 +150,8 @@ class PartitionView:
         (a transaction still open at its end) is in no index, and a copy may lack .txnindex files.
         """
         if self._txn is None:
+            from kafkalog_core.log.cleaner_audit import scan_partition  # read_committed only
+
             scan = scan_partition(self.directory)
             lso = self.log_end_offset
             if scan.first_unstable_offset is not None:
@@ -144,7 +170,10 @@ class PartitionView:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """ListOffsets(timestamp): the first offset whose record has ts >= timestamp, or None."""
-        found = offset_for_timestamp(self.segments, timestamp, self.log_start_offset)
+        from kafkalog_core.log.partition_log import offset_for_timestamp  # timestamp bounds only
+
+        segments = self._segments(range(len(self._bases)))  # opened until the one that has it
+        found = offset_for_timestamp(segments, timestamp, self.log_start_offset)
         return None if found is None else found.offset
 
     def byte_ranges(
@@ -163,10 +192,13 @@ class PartitionView:
         ranges: list[ByteRange] = []
         if start >= end:
             return ranges
-        bases = [seg.base_offset for seg in self.segments]
-        for k, seg in enumerate(self.segments):
+        bases = self._bases
+        for k, base in enumerate(bases):
             next_base = bases[k + 1] if k + 1 < len(bases) else None
-            if seg.base_offset >= end or (next_base is not None and next_base <= start):
+            if base >= end or (next_base is not None and next_base <= start):
+                continue  # decided by the file names: the segment is never opened
+            seg = next(self._segments([k]), None)
+            if seg is None:
                 continue
             if min_timestamp is not None and seg.largest_timestamp < min_timestamp:
                 continue
@@ -178,8 +210,9 @@ class PartitionView:
         return ranges
 
     def close(self) -> None:
-        for seg in self.segments:
-            seg.release_handles()
+        for seg in self._opened.values():
+            if seg is not None:
+                seg.release_handles()
 
 
 def _open_segment(directory: Path, base_offset: int) -> LogSegment | None:

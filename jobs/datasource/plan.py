@@ -20,7 +20,7 @@ from jobs.datasource.options import (
     ReadOptions,
     TopicPartition,
 )
-from jobs.datasource.scan import LogSlice, SliceFilter, SlicePack, report_data_loss
+from jobs.datasource.slices import LogSlice, SliceFilter, SlicePack, report_data_loss
 from kafkalog_core.errors import OffsetOutOfRangeError
 
 __all__ = ["pack_slices", "plan_partitions", "plan_slices", "resolve_offsets"]

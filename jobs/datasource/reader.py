@@ -1,19 +1,26 @@
-"""Batch reads: `spark.read.format("kafkalog")` planned on the driver, decoded in the tasks."""
+"""Batch reads: `spark.read.format("kafkalog")` planned on the driver, decoded in the tasks.
+
+Spark plans in a Python worker of its own: this module imports only what planning needs, and
+the decoder (`scan.py`) loads in the task that reads.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from jobs.datasource.filters import PushedBounds, push_filters
 from jobs.datasource.layout import partition_views
 from jobs.datasource.options import ReadOptions
 from jobs.datasource.plan import plan_partitions, resolve_offsets
-from jobs.datasource.scan import SlicePack, read_pack
+from jobs.datasource.slices import SlicePack
 from kafkalog_core.errors import KafkaLogError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["KafkaLogFilteringReader", "KafkaLogReader", "SliceReading", "planning_filter_pushdown"]
 
@@ -28,6 +35,8 @@ class SliceReading:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
             return
+        from jobs.datasource.scan import read_pack
+
         yield from read_pack(
             partition,
             include_headers=self.options.include_headers,

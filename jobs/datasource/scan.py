@@ -7,18 +7,15 @@ aborted transactions and inside the pushed-down timestamp bounds, all with numpy
 
 from __future__ import annotations
 
-import logging
 import os
-import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import InputPartition
 
-from kafkalog_core.errors import CorruptRecordError, KafkaLogError, OffsetOutOfRangeError
+from jobs.datasource.slices import LogSlice, SliceFilter, SlicePack, report_data_loss
+from kafkalog_core.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
@@ -32,8 +29,6 @@ __all__ = [
     "report_data_loss",
     "set_read_hook",
 ]
-
-LOG = logging.getLogger("kafkalog.datasource")
 
 _ROWS_PER_BATCH = 1 << 16
 # Spark's Arrow form of array<struct<key string, value binary>> (list item named "element")
@@ -49,41 +44,6 @@ _read_hook: Callable[[str, int, int], None] | None = None
 def set_read_hook(hook: Callable[[str, int, int], None] | None) -> None:
     global _read_hook
     _read_hook = hook
-
-
-@dataclass(frozen=True)
-class SliceFilter:
-    """Row bounds pushed down by Spark, beyond the offset range: timestamps in microseconds,
-    both inclusive (None = unbounded)."""
-
-    min_timestamp_us: int | None = None
-    max_timestamp_us: int | None = None
-
-
-@dataclass(frozen=True)
-class LogSlice:
-    """A byte range of one segment and the offsets wanted from it."""
-
-    topic: str
-    partition: int
-    log_path: str
-    start_position: int
-    end_position: int
-    start_offset: int  # rows with start_offset <= offset < end_offset
-    end_offset: int
-    aborted: tuple[tuple[int, int, int], ...] = ()  # read_committed: (producer id, first, last)
-    row_filter: SliceFilter = SliceFilter()
-
-
-@dataclass(frozen=True)
-class SlicePack(InputPartition):
-    """One Spark input partition: consecutive slices, packed like Spark packs small files."""
-
-    slices: tuple[LogSlice, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(s.end_position - s.start_position for s in self.slices)
 
 
 def read_pack(
@@ -169,18 +129,6 @@ def to_kafka_batches(
         names.append("headers")
     out = pa.Table.from_arrays(columns, names=names)
     yield from out.to_batches(max_chunksize=_ROWS_PER_BATCH)
-
-
-def report_data_loss(
-    message: str, fail: bool, error: type[KafkaLogError] = CorruptRecordError
-) -> None:
-    """Spark's failOnDataLoss: raise `error`, or log and warn and read on."""
-    if fail:
-        raise error(
-            f"kafkalog: {message} (set failOnDataLoss=false to read what is there, with a warning)"
-        )
-    LOG.warning("kafkalog: %s; reading on (failOnDataLoss=false)", message)
-    warnings.warn(f"kafkalog: {message}; reading on (failOnDataLoss=false)", stacklevel=3)
 
 
 def _decode(view: memoryview, start: int, end: int, path: str, fail: bool) -> pa.Table:

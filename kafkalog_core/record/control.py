@@ -15,7 +15,6 @@ from enum import IntEnum
 
 from kafkalog_core.errors import CorruptRecordError, InvalidRecordError
 from kafkalog_core.record.batch import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, TimestampType
-from kafkalog_core.record.encoder import Record, build_batch
 
 _log = logging.getLogger(__name__)
 
@@ -94,6 +93,9 @@ def build_end_txn_marker_batch(
     Transactional + control bits, CreateTime, no compression, baseSequence -1, one record at
     offset delta 0 with the marker's key and value and no headers.
     """
+    # The encoder loads here, not at the top: readers parse control batches but never write one.
+    from kafkalog_core.record.encoder import Record, build_batch
+
     marker = EndTransactionMarker(ControlRecordType(control_type), coordinator_epoch)
     return build_batch(
         [Record(0, timestamp, marker.key_bytes(), marker.value_bytes())],
