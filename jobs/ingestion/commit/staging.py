@@ -414,7 +414,9 @@ def finalize_task_staging(
 def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int) -> TaskManifest:
     """A range staged at provisional offsets, moved to where it lands in its partition: the
     batches' base offsets and the file names shift (`kafkalog_core.log.rebase`), then the range
-    is finalized again (fsync, checksums) under its new offsets and range index."""
+    is finalized again (checksums; fsyncs only if it was staged durable: a range staged without
+    them is laid out again by the relayout, which syncs what it keeps) under its new offsets
+    and range index."""
     if not manifest.provisional:
         raise ManifestError(f"{manifest.describe()}: only a provisional range moves")
     staging = Path(manifest.staging_dir)
@@ -434,6 +436,7 @@ def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int)
         max_timestamp=manifest.max_timestamp,
         leader_epoch=manifest.leader_epoch,
         native=manifest.native,  # written by the task, not by this (driver) process
+        sync=manifest.durable,
     )
 
 
