@@ -66,7 +66,9 @@ def _shift_batches(path: Path, delta: int) -> int:
         headers = _v2_headers(path, buf)
         for header in headers:
             _INT64.pack_into(buf, header.position + BASE_OFFSET_OFFSET, header.base_offset + delta)
-        buf.flush()
+        # No msync here: the patched pages are in the page cache like any write, and whoever
+        # makes the file durable fsyncs it (msync would force out every dirty page of a file
+        # staged without fsync, which the relayout then copies anyway).
     return len(headers)
 
 
