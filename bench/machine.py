@@ -42,7 +42,12 @@ def speedup(kind: str, rounds: int, workers: int = 2) -> float:
         start = time.perf_counter()
         list(pool.map(_work, [kind] * workers, [rounds] * workers))
         many = time.perf_counter() - start
-    return workers * one / many
+    return throughput_ratio(one, many, workers)
+
+
+def throughput_ratio(one_s: float, many_s: float, workers: int) -> float:
+    """`workers` runs of the work in `many_s` against one run in `one_s`: x`workers` is ideal."""
+    return workers * one_s / many_s
 
 
 def machine_scaling(workers: int = 2) -> dict[str, float]:
