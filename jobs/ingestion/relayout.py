@@ -10,8 +10,9 @@ batches in order writes, so the segment count follows the bytes, not the split c
 What. Share i+1's batches continue share i's last segment through the core's own
 `PartitionLog.append_batches`: its roll rules (segment.bytes, segment.ms, full indexes, offset
 overflow) and index entries, no second copy of either. The batches do not change: their base
-offsets are final when this runs (after `place_ranges`), so moving one is a byte copy, straight from a memory-mapped slice of the staged
-.log (`moved_batches` with delta 0); only batch headers are walked in Python.
+offsets are final when this runs (after `place_ranges`), so moving one is a byte copy, straight
+from a memory-mapped slice of the staged .log (`moved_batches` with delta 0); only batch headers
+are walked in Python.
 
 The tail. A closed segment is not the live one a single writer holds (closing added the final
 time-index entry; reopening forgets the bytes since the last index entry). Its batches are not
@@ -26,8 +27,8 @@ Only where it changes something. The size condition alone decides a roll
 one writer rolls there too, at the share's first offset, and from there writes exactly the
 share's own segments: those are hard-linked (same file system, checksums reused), not copied,
 and that share's last segment becomes the tail. A partition with no boundary the tail could take
-keeps its manifests as they are (synced first if staged without fsync, below); the driver tells that from the manifests' sizes and one header
-read per share. (A boundary the size allows but segment.ms rolls is copied: correct, slower.)
+keeps its manifests as they are (synced first if staged without fsync, below); the driver tells
+that from the manifests' sizes and one header read per share. (A boundary the size allows but segment.ms rolls is copied: correct, slower.)
 
 Where. One Spark stage (`spark_runner`) whose tasks take the partitions' jobs, at most one
 task per core; each partition is laid out in its own attempt's staging dir (task key
@@ -35,10 +36,10 @@ task per core; each partition is laid out in its own attempt's staging dir (task
 share manifests. The publish and its crash safety see nothing new: before the publish
 everything is staging, as the write tasks' output is.
 
-Each byte fsynced once. A direct-mode task's share of a partition that other tasks write too is
-staged without fsync (`durable=False`): it is either copied here, and the copy fsynced, or, when
-no boundary can be continued, kept as staged in a job of its own (`merge=False`) that hard-links
-its files and fsyncs them. Everything published is durable before the publish journal, as
+Each byte fsynced once. In the direct mode every task but the first stages its shares without
+fsync (`durable=False`: they are placed after task 0's and laid out again). Such a share is
+either copied here, and the copy fsynced, or, when no boundary can be continued, kept as staged
+in a job of its own (`merge=False`) that hard-links its files and fsyncs them. Everything published is durable before the publish journal, as
 before (`plan_publish` refuses a manifest staged without fsync).
 
 The bound. One writer's segments hold at least segment.bytes minus one batch each (time rolls

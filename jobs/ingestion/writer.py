@@ -143,7 +143,7 @@ class _RangeWriter:
         self.max_timestamp = -1
         self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
-        # fsync what it staged: False for a share of a partition other tasks write too, which
+        # fsync what it staged: False for a direct-mode share of a task after the first, which
         # the relayout will copy (or sync), never publish as it is
         self.sync = True
         self.log = self._open_log()
