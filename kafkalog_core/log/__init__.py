@@ -12,16 +12,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _MODULES = {
-    "AppendInfo": "kafkalog_core.log.partition_log",
-    "EARLIEST_TIMESTAMP": "kafkalog_core.log.partition_log",
+    "AppendInfo": "kafkalog_core.log.partition_log_append",
+    "EARLIEST_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
     "FetchDataInfo": "kafkalog_core.log.segment",
-    "LATEST_TIMESTAMP": "kafkalog_core.log.partition_log",
+    "LATEST_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
     "LoadReport": "kafkalog_core.log.log_loader",
     "LogDirLoadReport": "kafkalog_core.log.log_manager",
     "LogManager": "kafkalog_core.log.log_manager",
     "LogOffsetPosition": "kafkalog_core.log.segment",
     "LogSegment": "kafkalog_core.log.segment",
-    "MAX_TIMESTAMP": "kafkalog_core.log.partition_log",
+    "MAX_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
     "PartitionLog": "kafkalog_core.log.partition_log",
     "PartitionVerification": "kafkalog_core.log.verify",
     "RollParams": "kafkalog_core.log.segment",
@@ -80,12 +80,12 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from kafkalog_core.log.log_loader import LoadReport
     from kafkalog_core.log.log_manager import LogDirLoadReport, LogManager
-    from kafkalog_core.log.partition_log import (
+    from kafkalog_core.log.partition_log import PartitionLog
+    from kafkalog_core.log.partition_log_append import AppendInfo
+    from kafkalog_core.log.partition_log_reads import (
         EARLIEST_TIMESTAMP,
         LATEST_TIMESTAMP,
         MAX_TIMESTAMP,
-        AppendInfo,
-        PartitionLog,
     )
     from kafkalog_core.log.rebuild import rebuild_partition, rebuild_segment
     from kafkalog_core.log.segment import (

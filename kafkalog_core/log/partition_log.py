@@ -9,29 +9,24 @@ Typical use inside a Spark task (one partition per task):
 
 `open()` loads an existing directory the way a broker does at startup (§6, passes 1-12),
 including crash leftovers, and says what it did in `load_report`.
+
+This module holds the log's segments and state: create/open, roll, truncation, retention,
+flush/close. Its other jobs are base classes of `PartitionLog`, so every method is still
+called on the log: appends in partition_log_append.py, the read side (fetch read, records as
+Arrow, ListOffsets) in partition_log_reads.py, the attributes both use in
+partition_log_state.py. Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from dataclasses import replace as dc_replace
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from kafkalog_core.errors import (
-    InvalidOffsetError,
-    KafkaLogError,
-    LogDirError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
+from kafkalog_core.errors import InvalidOffsetError, KafkaLogError, LogDirError
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -45,84 +40,48 @@ from kafkalog_core.log.names import (
     LOG_FILE_SUFFIX,
     PARTITION_METADATA_FILE,
 )
+from kafkalog_core.log.partition_log_append import (
+    AppendInfo,
+    PartitionLogAppends,
+    batch_options_for,
+)
+from kafkalog_core.log.partition_log_reads import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    PartitionLogReads,
+    offset_for_timestamp,
+    read_all_headers,
+)
+from kafkalog_core.log.partition_log_state import resolve_now
 from kafkalog_core.log.retention import (
     RetentionDecision,
     SegmentFacts,
     purge_deleted_files,
     retention_decisions,
 )
-from kafkalog_core.log.segment import (
-    FetchDataInfo,
-    LogSegment,
-    RollParams,
-    TimestampAndOffset,
-    now_ms,
-    segment_file_name,
-)
-from kafkalog_core.record.batch import PARTITION_LEADER_EPOCH_OFFSET, iter_batch_headers
+from kafkalog_core.log.segment import LogSegment, segment_file_name
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from kafkalog_core.config import LogConfig
-    from kafkalog_core.record.encoder import EncodedBatches
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-
-
-@dataclass
-class AppendInfo:
-    """What one append did (Kafka's LogAppendInfo, the fields an offline writer needs)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    num_batches: int
-    num_records: int
-    valid_bytes: int
-    log_append_time_ms: int = -1
-    rolled_segments: list[int] = field(default_factory=list)  # base offsets of segments created
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "PartitionLog",
+    "batch_options_for",
+    "offset_for_timestamp",
+    "read_all_headers",
+]
 
 
-def batch_options_for(
-    config: LogConfig,
-    *,
-    leader_epoch: int | None = None,
-    now_ms: int | None = None,
-    max_batch_bytes: int | None = None,
-) -> Any:
-    """How a topic's records become batches, from its LogConfig.
-
-    Codec and level from compression.type (`producer` keeps "the producer's codec": we are the
-    producer and write uncompressed batches), timestamp type from message.timestamp.type
-    (LogAppendTime stamps `now_ms`), batches targeting `max_batch_bytes` (default 1 MiB) capped
-    by max.message.bytes and segment.bytes, and the leader epoch a broker would stamp.
-    """
-    from kafkalog_core.record.batch import Compression, TimestampType
-    from kafkalog_core.record.encoder import BatchOptions
-
-    codec = config.codec or Compression.NONE
-    ts_type = config.timestamp_type
-    max_message = int(config.max_message_bytes)
-    return BatchOptions(
-        compression=codec,
-        compression_level=config.compression_level(codec),
-        timestamp_type=ts_type,
-        log_append_time_ms=_now(now_ms) if ts_type is TimestampType.LOG_APPEND_TIME else None,
-        max_batch_bytes=max(
-            min(max_batch_bytes or (1 << 20), max_message, int(config.segment_bytes)), 62
-        ),
-        max_message_bytes=max_message,
-        partition_leader_epoch=-1 if leader_epoch is None else leader_epoch,
-    )
-
-
-class PartitionLog:
+class PartitionLog(PartitionLogAppends, PartitionLogReads):
     """The segments of one topic-partition directory, oldest first; the last one is active."""
 
     def __init__(
@@ -263,10 +222,6 @@ class PartitionLog:
         return list(self._segments)
 
     @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
     def log_end_offset(self) -> int:
         return self._next_offset
 
@@ -285,234 +240,6 @@ class PartitionLog:
             f"PartitionLog({str(self.dir)!r}, segments={len(self._segments)}, "
             f"log_start_offset={self.log_start_offset}, log_end_offset={self._next_offset})"
         )
-
-    def _floor_segment(self, offset: int) -> LogSegment | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        return self._segments[i] if i >= 0 else None
-
-    # ---- append ----------------------------------------------------------------------------------
-    def batch_options(self, now: int | None = None, max_batch_bytes: int | None = None) -> Any:
-        """The BatchOptions this log's config asks for (codec, level, timestamp type, epoch)."""
-        return batch_options_for(
-            self.config,
-            leader_epoch=self.leader_epoch,
-            now_ms=_now(now),
-            max_batch_bytes=max_batch_bytes,
-        )
-
-    def append_records(
-        self,
-        table: Any,
-        *,
-        now_ms: int | None = None,
-        max_batch_bytes: int | None = None,
-        options: Any = None,
-        write_behind: bool = True,
-    ) -> AppendInfo:
-        """Encode `table` (key/value/timestamp/headers columns) at the LEO and append it.
-
-        Codec, level and timestamp type come from the config; LogAppendTime stamps `now_ms`.
-        Batches target `max_batch_bytes` (default 1 MiB), capped by max.message.bytes and
-        segment.bytes. `options` overrides everything (its epoch is still stamped over).
-
-        The encode streams in pieces of a few MiB. With `write_behind` (the default) a second
-        thread appends piece k while piece k + 1 is encoded (the C encoder and the file write
-        both run without the GIL); the files are the same either way.
-        """
-        from kafkalog_core.record.encoder import DEFAULT_CHUNK_BYTES, encode_records_chunked
-
-        self._check_open()
-        now = _now(now_ms)
-        opts = options if options is not None else self.batch_options(now, max_batch_bytes)
-        # Appending in pieces is all-or-nothing only when every batch the encoder accepts also
-        # passes append_batches' size limits; otherwise one piece.
-        chunk = None if opts.max_message_bytes > min(self._size_limits()) else DEFAULT_CHUNK_BYTES
-        pieces = encode_records_chunked(
-            table,
-            base_offset=self._next_offset,
-            options=opts,
-            chunk_bytes=chunk,
-            buffers=2 if write_behind else 1,
-        )
-        # a table smaller than one piece has nothing to overlap: no thread for it
-        if write_behind and chunk is not None and _table_bytes(table) > chunk:
-            infos = self._append_behind(pieces, now)
-        else:
-            infos = [self.append_batches(piece, now_ms=now) for piece in pieces]
-        info = _merge_append_infos(infos)
-        if opts.log_append_time_ms is not None:
-            info.log_append_time_ms = opts.log_append_time_ms
-        return info
-
-    def _append_behind(self, pieces: Iterator[EncodedBatches], now: int) -> list[AppendInfo]:
-        """append_batches of each piece on one writer thread, overlapping the next piece's
-        encode (which the encoder writes into the other of its two buffers). Pieces are
-        appended in order, one at a time; the first failure stops the stream and is raised."""
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        infos: list[AppendInfo] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkalog-append") as writer:
-            pending: Future[AppendInfo] | None = None
-            for piece in pieces:  # the encode of this piece ran while `pending` was written
-                if pending is not None:
-                    infos.append(pending.result())
-                pending = writer.submit(self.append_batches, piece, now_ms=now)
-            if pending is not None:
-                infos.append(pending.result())
-        return infos
-
-    def append_batches(self, encoded: EncodedBatches, *, now_ms: int | None = None) -> AppendInfo:
-        """Append ready batches; the first base offset must be the LEO. Rolls as Kafka does (§5).
-
-        Each batch is one append (the producer path), so a broker rebuilding our indexes gets
-        the same bytes. With `leader_epoch` set, batches are stamped with it in place (PLE is
-        outside the CRC) and the leader-epoch-checkpoint is maintained.
-        """
-        self._check_open()
-        n = len(encoded)
-        if n == 0:
-            return AppendInfo(self._next_offset, self._next_offset - 1, -1, -1, 0, 0, 0)
-        base_offsets = encoded.base_offsets
-        last_offsets = encoded.last_offsets
-        sizes = encoded.sizes
-        if int(base_offsets[0]) != self._next_offset:
-            raise InvalidOffsetError(
-                f"{self.dir}: first batch base offset {int(base_offsets[0])} is not the log end "
-                f"offset {self._next_offset}"
-            )
-        if n > 1 and np.any(base_offsets[1:] <= last_offsets[:-1]):
-            i = int(np.flatnonzero(base_offsets[1:] <= last_offsets[:-1])[0]) + 1
-            raise InvalidOffsetError(
-                f"{self.dir}: batch {i} base offset {int(base_offsets[i])} does not follow the "
-                f"previous batch's last offset {int(last_offsets[i - 1])}"
-            )
-        if np.any(last_offsets < base_offsets):
-            raise InvalidOffsetError(f"{self.dir}: a batch has last offset < base offset")
-        max_message, segment_bytes = self._size_limits()
-        too_big = np.flatnonzero(sizes > min(max_message, segment_bytes))
-        if len(too_big):
-            i = int(too_big[0])
-            limit = "max.message.bytes" if int(sizes[i]) > max_message else "segment.bytes"
-            raise RecordTooLargeError(
-                f"{self.dir}: batch at offset {int(base_offsets[i])} is {int(sizes[i])} bytes, "
-                f"larger than {limit} ({max_message if limit == 'max.message.bytes' else segment_bytes})"
-            )
-        # PLEs read once: the stamp check and the epoch cache share them
-        ples = _gather_i32(encoded.buffer, encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)
-        encoded, ples = self._stamp_leader_epoch(encoded, ples)
-        self._assign_epochs(encoded, ples)
-        now = _now(now_ms)
-        rolled = self._append_with_rolls(encoded, now)
-        self._next_offset = int(last_offsets[-1]) + 1
-        if self._epoch_dirty:
-            self.leader_epoch_cache.write(sync=False)
-            self._epoch_dirty = False
-        ts = encoded.max_timestamps
-        k = int(np.argmax(ts))
-        return AppendInfo(
-            first_offset=int(base_offsets[0]),
-            last_offset=int(last_offsets[-1]),
-            max_timestamp=int(ts[k]),
-            offset_of_max_timestamp=int(last_offsets[k]),
-            num_batches=n,
-            num_records=int(encoded.record_counts.sum()),
-            valid_bytes=int(sizes.sum()),
-            rolled_segments=rolled,
-        )
-
-    def _size_limits(self) -> tuple[int, int]:
-        """(max.message.bytes, segment.bytes): no batch larger than either is appended."""
-        max_message = int(getattr(self.config, "max_message_bytes", 1048588))
-        return max_message, int(self.config.segment_bytes)
-
-    def _stamp_leader_epoch(
-        self, encoded: EncodedBatches, ples: np.ndarray
-    ) -> tuple[EncodedBatches, np.ndarray]:
-        """Write our leader epoch into every batch's PLE field (outside the CRC).
-
-        Zero copies in the common case: `batch_options` has the encoder write our epoch, so
-        this is one comparison. Batches encoded with another epoch are stamped into a copy (the
-        caller's buffer is left as it was).
-        """
-        if self.leader_epoch is None or np.all(ples == self.leader_epoch):
-            return encoded, ples
-        buf = bytearray(encoded.buffer)
-        arr = np.frombuffer(buf, dtype=np.uint8)
-        idx = (encoded.positions + PARTITION_LEADER_EPOCH_OFFSET)[:, None] + np.arange(4)
-        arr[idx] = np.frombuffer(np.array([self.leader_epoch], dtype=">i4").tobytes(), np.uint8)
-        stamped = dc_replace(encoded, buffer=memoryview(buf))
-        return stamped, np.full(len(encoded), self.leader_epoch, dtype=np.int64)
-
-    def _assign_epochs(self, encoded: EncodedBatches, ples: np.ndarray) -> None:
-        """Leader-epoch cache: a batch whose PLE exceeds the latest epoch starts that epoch."""
-        latest = self.leader_epoch_cache.latest_epoch
-        latest = -1 if latest is None else latest
-        running = np.maximum.accumulate(np.concatenate(([latest], ples)))[:-1]
-        for i in np.flatnonzero(ples > running).tolist():
-            if self.leader_epoch_cache.assign(int(ples[i]), int(encoded.base_offsets[i])):
-                self._epoch_dirty = True
-
-    def _append_with_rolls(self, encoded: EncodedBatches, now: int) -> list[int]:
-        """Roll check before each batch (§5), batches between rolls appended in runs."""
-        cfg = self.config
-        max_segment_ms = int(cfg.max_segment_ms)
-        segment_bytes = int(cfg.segment_bytes)
-        sizes = encoded.sizes
-        ts = encoded.max_timestamps
-        lasts = encoded.last_offsets
-        bases = encoded.base_offsets
-        n = len(encoded)
-        rolled: list[int] = []
-        i = 0
-        while i < n:
-            seg = self.active_segment
-            params = RollParams(
-                max_segment_ms, segment_bytes, int(ts[i]), int(lasts[i]), int(sizes[i]), now
-            )
-            if seg.should_roll(params):
-                seg = self.roll(max(int(bases[i]), self._next_offset))
-                rolled.append(seg.base_offset)
-            seg.append_batches(encoded, i, i + 1)
-            j = self._run_end(seg, encoded, i + 1, now, max_segment_ms, segment_bytes)
-            if j > i + 1:
-                seg.append_batches(encoded, i + 1, j)
-            self._next_offset = int(lasts[j - 1]) + 1
-            i = j
-        return rolled
-
-    @staticmethod
-    def _run_end(
-        seg: LogSegment,
-        encoded: EncodedBatches,
-        start: int,
-        now: int,
-        max_segment_ms: int,
-        segment_bytes: int,
-    ) -> int:
-        """Largest j such that batches [start, j) need no roll check (all four conditions false)."""
-        n = len(encoded)
-        if start >= n:
-            return start
-        sizes = encoded.sizes[start:]
-        fits = seg.size + np.cumsum(sizes) <= segment_bytes
-        ok = fits
-        rbt = seg.rolling_based_timestamp
-        limit = max_segment_ms - seg.roll_jitter_ms
-        if rbt is not None and rbt >= 0:
-            ok = ok & ((encoded.max_timestamps[start:] - rbt) <= limit)
-        elif now - seg.created_ms > limit:
-            return start
-        rel = encoded.last_offsets[start:] - seg.base_offset
-        ok = ok & (rel >= 0) & (rel <= 2**31 - 1)
-        free = min(
-            seg.offset_index.max_entries - seg.offset_index.entries,
-            seg.time_index.max_entries - 1 - seg.time_index.entries,
-        )
-        # each batch adds at most one entry; stay strictly below "full" before every check
-        max_run = max(0, free - 1)
-        bad = np.flatnonzero(~ok)
-        end = start + (int(bad[0]) if len(bad) else len(sizes))
-        return min(end, start + max_run)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, LEO) (§5 roll actions)."""
@@ -549,91 +276,6 @@ class PartitionLog:
         self._bases.append(new_offset)
         self.recovery_point = max(self.recovery_point, new_offset)
         return segment
-
-    # ---- reads -----------------------------------------------------------------------------------
-    def read(
-        self, start_offset: int, max_size: int, *, min_one_message: bool = False
-    ) -> FetchDataInfo:
-        """Kafka's LocalLog.read: batches from the one holding `start_offset`, at most max_size bytes."""
-        if start_offset == self._next_offset:
-            seg = self.active_segment
-            return FetchDataInfo(start_offset, seg.base_offset, seg.size, b"")
-        if start_offset > self._next_offset or start_offset < self.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"Received request for offset {start_offset} for {self.dir}, but we only have "
-                f"log segments in the range {self.log_start_offset} to {self._next_offset}"
-            )
-        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for seg in self._segments[i:]:
-            info = seg.read(start_offset, max_size, None, min_one_message)
-            if info is not None:
-                return info
-        seg = self.active_segment
-        return FetchDataInfo(start_offset, seg.base_offset, seg.size, b"")
-
-    def read_records(
-        self,
-        start_offset: int | None = None,
-        end_offset: int | None = None,
-        *,
-        include_control: bool = False,
-    ) -> pa.Table:
-        """Records with start_offset <= offset < end_offset (default: the whole log) as Arrow."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from kafkalog_core.record.decoder import RECORD_SCHEMA, decode_records
-
-        start = (
-            self.log_start_offset
-            if start_offset is None
-            else max(start_offset, self.log_start_offset)
-        )
-        end = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
-        if start >= end:
-            return RECORD_SCHEMA.empty_table()
-        parts = []
-        first = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for k, seg in enumerate(self._segments[first:], start=first):
-            if seg.base_offset >= end:
-                break
-            nxt = self._bases[k + 1] if k + 1 < len(self._bases) else None
-            if nxt is not None and nxt <= start:
-                continue
-            mapping = seg.translate_offset(start)
-            if mapping is None:
-                continue
-            data = seg._pread(mapping.position, seg.size - mapping.position)
-            table = decode_records(data, include_control=include_control)
-            if table.num_rows:
-                offs = table.column("offset")
-                mask = pc.and_(pc.greater_equal(offs, start), pc.less(offs, end))
-                table = table.filter(mask)
-                parts.append(table)
-        if not parts:
-            return RECORD_SCHEMA.empty_table()
-        return pa.concat_tables(parts)
-
-    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: -2 earliest, -1 latest, -3 max timestamp, else first record with ts >= T."""
-        cache = self.leader_epoch_cache
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return TimestampAndOffset(
-                -1, self.log_start_offset, cache.epoch_for_offset(self.log_start_offset)
-            )
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, self._next_offset, cache.latest_epoch)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return TimestampAndOffset(-1, -1, None)  # no tiered storage offline
-        if timestamp == MAX_TIMESTAMP:
-            best = None
-            for seg in self._segments:
-                if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
-                    best = seg
-            if best is None or best.max_timestamp_so_far < 0:
-                return None
-            return best.find_max_timestamp_record()
-        return offset_for_timestamp(self._segments, timestamp, self.log_start_offset)
 
     # ---- truncation -----------------------------------------------------------------------------
     def truncate_to(self, target_offset: int) -> bool:
@@ -688,7 +330,7 @@ class PartitionLog:
         return retention_decisions(
             self.segment_facts(),
             self.config,
-            now_ms=_now(now_ms),
+            now_ms=resolve_now(now_ms),
             log_start_offset=self.log_start_offset,
             high_watermark=self.high_watermark,
             keep_active=False,
@@ -766,57 +408,3 @@ class PartitionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def offset_for_timestamp(
-    segments: Iterable[LogSegment], timestamp: int, log_start_offset: int
-) -> TimestampAndOffset | None:
-    """ListOffsets for a timestamp >= 0 (§3.6): the first segment whose largest timestamp
-    reaches it, then the first record there with ts >= timestamp; None when there is none."""
-    if timestamp < 0:
-        raise ValueError(f"unsupported special timestamp {timestamp}")
-    for seg in segments:
-        if seg.largest_timestamp >= timestamp:
-            return seg.find_offset_by_timestamp(timestamp, log_start_offset)
-    return None
-
-
-def _table_bytes(table: Any) -> int:
-    """Arrow's buffer size of `table` (a Table/RecordBatch or a mapping of columns)."""
-    if hasattr(table, "nbytes"):
-        return int(table.nbytes)
-    return sum(int(getattr(column, "nbytes", 0)) for column in table.values())
-
-
-def _merge_append_infos(infos: list[AppendInfo]) -> AppendInfo:
-    """One AppendInfo for consecutive appends (the earliest offset wins a max-timestamp tie)."""
-    if len(infos) == 1:
-        return infos[0]
-    appended = [i for i in infos if i.num_batches] or infos[:1]
-    first, last = appended[0], appended[-1]
-    top = max(appended, key=lambda i: i.max_timestamp)  # max() keeps the first of equals
-    return AppendInfo(
-        first_offset=first.first_offset,
-        last_offset=last.last_offset,
-        max_timestamp=top.max_timestamp,
-        offset_of_max_timestamp=top.offset_of_max_timestamp,
-        num_batches=sum(i.num_batches for i in infos),
-        num_records=sum(i.num_records for i in infos),
-        valid_bytes=sum(i.valid_bytes for i in infos),
-        rolled_segments=[base for i in infos for base in i.rolled_segments],
-    )
-
-
-def _gather_i32(buffer: Any, at: np.ndarray) -> np.ndarray:
-    arr = np.frombuffer(buffer, dtype=np.uint8)
-    idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(4)
-    return arr[idx].copy().view(">i4").ravel().astype(np.int64)
-
-
-def _now(now: int | None) -> int:
-    return now_ms() if now is None else int(now)
-
-
-def read_all_headers(path: Path) -> list[Any]:
-    """Headers of every batch in a .log file (tests, tools)."""
-    return list(iter_batch_headers(path.read_bytes()))
