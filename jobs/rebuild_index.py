@@ -46,6 +46,7 @@ from jobs.maintenance.common import (
     segment_sizes,
 )
 from jobs.maintenance.report import write_report
+from kafkalog_core.log.names import QUARANTINE_FILE_SUFFIX, check_quarantine_suffix
 from kafkalog_core.log.rebuild import rebuild_partition
 from kafkalog_core.log.verify import verify_partition
 
@@ -88,6 +89,7 @@ class IndexJobOptions:
     log_dir: str
     mode: str
     rebuild_all: bool
+    quarantine_suffix: str = QUARANTINE_FILE_SUFFIX  # retention's must match
 
 
 def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -97,7 +99,12 @@ def index_task(options: IndexJobOptions) -> Callable[[dict[str, Any]], list[dict
         pdir = Path(options.log_dir) / unit["dir"]
         interval = int(unit["index_interval_bytes"])
         if options.mode == "rebuild":  # writes: always the whole partition in one task
-            result = rebuild_partition(pdir, interval, rebuild_all=options.rebuild_all)
+            result = rebuild_partition(
+                pdir,
+                interval,
+                rebuild_all=options.rebuild_all,
+                quarantine_suffix=options.quarantine_suffix,
+            )
         else:
             result = verify_partition(pdir, interval, only_segments=unit.get("only_segments"))
         problems = "; ".join(result.problems) or None
@@ -156,8 +163,11 @@ def run(
     now: str | int | None = None,
     tasks: int | None = None,
     out: Callable[[str], None] = print,
+    quarantine_suffix: str = QUARANTINE_FILE_SUFFIX,
 ) -> MaintenanceResult:
-    """Verify (read-only) or rebuild the indexes of every partition under `log_dir`."""
+    """Verify (read-only) or rebuild the indexes of every partition under `log_dir`.
+    `quarantine_suffix` names the quarantine files (pass the same to the retention job)."""
+    check_quarantine_suffix(quarantine_suffix)
     if mode not in MODES:
         raise MaintenanceError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
     if rebuild_all and mode != "rebuild":
@@ -165,7 +175,7 @@ def run(
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
-    options = IndexJobOptions(str(setup.root), mode, rebuild_all)
+    options = IndexJobOptions(str(setup.root), mode, rebuild_all, quarantine_suffix)
     with maintenance_lock(setup.root, setup.run_id, read_only=mode == "verify", out=out):
         units = [
             r.unit(index_interval_bytes=setup.configs[r.topic].config.index_interval_bytes)

@@ -17,7 +17,9 @@ next run understand:
    by a broker at startup).
 Quarantine files (`<segment>.log.quarantine`: corrupt tails rebuild-index moved aside for
 forensics) are listed in the report (`kind` = quarantine) and, with `--apply`, deleted once
-older than their topic's retention.ms (any cleanup.policy; -1 keeps them).
+older than their topic's retention.ms (any cleanup.policy; -1 keeps them); the unfinished
+copies a killed rebuild left (`<segment>.log.quarantine.tmp`) are listed and deleted at once.
+`quarantine_suffix` must be the one rebuild used (both default to names.QUARANTINE_FILE_SUFFIX).
 The run holds the log dir's run lock, so it never overlaps an ingest run.
 """
 
@@ -47,7 +49,9 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile, read_high_watermarks
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
+    QUARANTINE_FILE_SUFFIX,
     RECOVERY_POINT_CHECKPOINT_FILE,
+    check_quarantine_suffix,
     log_file_name,
     segment_log_files,
 )
@@ -83,7 +87,8 @@ REPORT_SCHEMA = pa.schema(
         pa.field("largest_timestamp", pa.int64()),
         pa.field("last_modified", pa.int64()),
         pa.field("action", pa.string()),  # delete / keep
-        pa.field("rule", pa.string()),  # log-start-offset / retention.bytes / retention.ms
+        # log-start-offset / retention.bytes / retention.ms / unfinished-quarantine
+        pa.field("rule", pa.string()),
         pa.field("reason", pa.string()),
         pa.field("backfill_risk", pa.bool_()),
         pa.field("log_start_offset", pa.int64()),  # after this run's deletes
@@ -104,6 +109,7 @@ class RetentionOptions:
     log_dir: str
     now_ms: int
     apply: bool
+    quarantine_suffix: str = QUARANTINE_FILE_SUFFIX  # rebuild's `quarantine_suffix`
 
 
 def retention_task(options: RetentionOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -188,7 +194,7 @@ def _quarantine_rows(
     log_start: int,
 ) -> list[dict[str, Any]]:
     """rebuild-index's quarantined tails: listed, and with `apply` deleted past retention.ms."""
-    items = read_quarantine_files(pdir)
+    items = read_quarantine_files(pdir, options.quarantine_suffix)
     decisions = [quarantine_decision(q, config, options.now_ms) for q in items]
     if options.apply:
         delete_quarantine_files([q.path for q, d in zip(items, decisions, strict=True) if d.delete])
@@ -231,8 +237,11 @@ def run(
     now: str | int | None = None,
     tasks: int | None = None,
     out: Callable[[str], None] = print,
+    quarantine_suffix: str = QUARANTINE_FILE_SUFFIX,
 ) -> MaintenanceResult:
-    """Decide (and with `apply`, delete) per segment; return the report and the summary."""
+    """Decide (and with `apply`, delete) per segment; return the report and the summary.
+    `quarantine_suffix`: the one the rebuild that wrote the quarantine files used."""
+    check_quarantine_suffix(quarantine_suffix)  # before the Spark work, not in every task
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -243,7 +252,7 @@ def run(
         setup.refs,
         setup.configs,
     )
-    options = RetentionOptions(str(root), now_ms, apply)
+    options = RetentionOptions(str(root), now_ms, apply, quarantine_suffix)
     with maintenance_lock(root, run_id, read_only=not apply, out=out):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
@@ -367,6 +376,7 @@ def summarize(
         lines.append(
             f"  quarantine files (rebuild-index's corrupt tails): {len(quarantined)}, "
             f"{'deleted' if apply else 'to delete'} {len(expired)} older than retention.ms "
+            "or unfinished "
             f"({_human_bytes(sum(r['size_bytes'] for r in expired))})"
         )
         lines.extend(

@@ -52,6 +52,7 @@ __all__ = [
     "parse_segment_file_name",
     "partition_dir_name",
     "producer_snapshot_file_name",
+    "check_quarantine_suffix",
     "quarantine_file_name",
     "quarantine_files",
     "segment_log_files",
@@ -84,10 +85,10 @@ TMP_FILE_SUFFIX: Final = ".tmp"  # checkpoint files while being written
 # kafkalog's own, not Kafka's: a corrupt tail (or a whole segment after it) that rebuild-index
 # moved aside for forensics, `<segment>.log.quarantine` or `<segment>.log.<n>.quarantine`. No
 # loader reads it (it ends in no segment extension); retention removes it after retention.ms.
+# It is the default of both sides: rebuild's `quarantine_suffix` and retention's `suffix`.
+# `<quarantine name>.tmp` is the copy being written; a killed rebuild can leave one behind.
 QUARANTINE_FILE_SUFFIX: Final = ".quarantine"
-_QUARANTINE_FILE: Final = re.compile(
-    r"([0-9]{20})\.log(?:\.([1-9][0-9]*))?" + re.escape(".quarantine")
-)
+_QUARANTINE_SUFFIX_SHAPE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9_-]*")
 
 # --- partition directory suffixes (LocalLog) ---------------------------------------------------
 DELETE_DIR_SUFFIX: Final = "-delete"
@@ -335,17 +336,49 @@ def segment_log_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
     return [path for _, path in sorted(logs)]
 
 
+def check_quarantine_suffix(suffix: str) -> str:
+    """`suffix` if it can name quarantine files: `.` and a word, none of the names a loader
+    reads, renames or deletes (a `.log`, index, `.deleted`... suffix would make the quarantined
+    bytes look like a segment again, or retention take a segment for a quarantine file)."""
+    reserved = (
+        LOG_FILE_SUFFIX,
+        *INDEX_SUFFIXES,
+        *TEMPORARY_FILE_SUFFIXES,
+        TMP_FILE_SUFFIX,
+        PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    )
+    if not _QUARANTINE_SUFFIX_SHAPE.fullmatch(suffix) or suffix in reserved:
+        raise LogDirError(
+            f"quarantine suffix {suffix!r}: expected '.' and a word, not one of {', '.join(reserved)}"
+        )
+    return suffix
+
+
 def quarantine_file_name(log_name: str, n: int = 0, suffix: str = QUARANTINE_FILE_SUFFIX) -> str:
     """The n-th free name for a quarantined piece of `log_name`: `<log>.quarantine`, then
     `<log>.1.quarantine`, ... (a segment can be quarantined more than once)."""
+    check_quarantine_suffix(suffix)
     return f"{log_name}{suffix}" if n == 0 else f"{log_name}.{n}{suffix}"
 
 
-def quarantine_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
-    """The quarantine files (default suffix) of a partition dir, by base offset then name."""
+def quarantine_files(
+    partition_dir: str | os.PathLike[str],
+    suffix: str = QUARANTINE_FILE_SUFFIX,
+    *,
+    unfinished: bool = False,
+    log_name: str | None = None,
+) -> list[Path]:
+    """The quarantine files of a partition dir, by base offset then name; with `unfinished`,
+    the `<quarantine name>.tmp` copies a killed rebuild left instead; with `log_name`, only
+    those of that segment."""
+    check_quarantine_suffix(suffix)
+    pattern = re.compile(
+        r"([0-9]{20})\.log(?:\.([1-9][0-9]*))?"
+        + re.escape(suffix + (TMP_FILE_SUFFIX if unfinished else ""))
+    )
     found = []
     for name in os.listdir(partition_dir):
-        match = _QUARANTINE_FILE.fullmatch(name)
-        if match:
+        match = pattern.fullmatch(name)
+        if match and (log_name is None or name.startswith(log_name + ".")):
             found.append((int(match.group(1)), int(match.group(2) or 0), name))
     return [Path(partition_dir) / name for _, _, name in sorted(found)]

@@ -7,7 +7,10 @@ Safe to kill at any point and idempotent:
   and only truncates, so the tail is neither lost nor stored twice;
 - segments after a corrupt one (Kafka's recovery deletes them) are renamed whole to their
   quarantine name first, so an interrupted run never leaves them behind a shortened segment;
-- a second run finds everything ok and writes nothing.
+- a second run finds everything ok and writes nothing;
+- a copy killed before its rename (`<quarantine name>.tmp`) holds nothing the .log lost (the
+  truncate comes after the rename): the next rebuild deletes it first, and retention lists it
+  (and deletes it with `--apply`) meanwhile.
 
 The quarantine name ends in neither `.log` nor an index suffix, so a broker's loader and our
 `LogLoader` ignore it. Kafka's recovery deletes a truncated tail; we keep it for forensics, and
@@ -35,6 +38,7 @@ from kafkalog_core.log.names import (
     LOG_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
     quarantine_file_name,
+    quarantine_files,
 )
 from kafkalog_core.log.segment_scan import DEFAULT_INDEX_INTERVAL_BYTES, TxnTracker
 from kafkalog_core.log.verify import (
@@ -139,6 +143,17 @@ def quarantine_whole(log_path: Path, suffix: str = QUARANTINE_SUFFIX) -> Path:
     return target
 
 
+def remove_unfinished_copies(
+    partition_dir: Path, suffix: str = QUARANTINE_SUFFIX, log_name: str | None = None
+) -> list[str]:
+    """Delete the `<quarantine name>.tmp` copies a killed rebuild left (of `log_name` only, when
+    given); returns their names. Their bytes are still in the .log or a finished quarantine."""
+    leftovers = quarantine_files(partition_dir, suffix, unfinished=True, log_name=log_name)
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return [f"deleted unfinished quarantine copy {path.name}" for path in leftovers]
+
+
 def _write_index(check: IndexCheck, rebuild_all: bool) -> bool:
     """Write `check.expected` atomically when the file needs it; True if written."""
     if not (check.needs_rebuild or rebuild_all):
@@ -179,8 +194,16 @@ def rebuild_segment(
 ) -> SegmentVerification:
     """Verify one segment and rebuild what is not ok (every index with `rebuild_all`); a
     corrupt tail goes to a quarantine file. Returns the verification with the action taken."""
-    v = verify_segment(log_path, index_interval_bytes, producer_state=producer_state)
-    return _apply(v, rebuild_all, quarantine_suffix)
+    path = Path(log_path)
+    removed = remove_unfinished_copies(path.parent, quarantine_suffix, path.name)
+    v = _apply(
+        verify_segment(path, index_interval_bytes, producer_state=producer_state),
+        rebuild_all,
+        quarantine_suffix,
+    )
+    if removed:
+        v.action = "; ".join(removed + ([] if v.action == "none" else [v.action]))
+    return v
 
 
 def rebuild_partition(
@@ -193,8 +216,10 @@ def rebuild_partition(
     """`rebuild_segment` for a whole partition, the way a broker's recovery leaves it (§6):
     segments after a corrupt one quarantined whole (Kafka deletes them), producer snapshots
     above the new log end offset deleted, leader-epoch entries at or after it dropped
-    (truncateFromEnd), orphan index files deleted."""
+    (truncateFromEnd), orphan index files deleted, unfinished quarantine copies deleted."""
+    removed = remove_unfinished_copies(Path(partition_dir), quarantine_suffix)
     pv = verify_partition(partition_dir, index_interval_bytes)
+    pv.actions.extend(removed)
     # later segments first: a kill then still leaves the corrupt segment to be found next run
     for v in reversed(pv.segments):
         if v.after_corrupt_segment:

@@ -14,7 +14,8 @@ retention job, `PartitionLog.delete_old_segments` and the tests share one rule s
 
 After a delete the log start offset rises, and with it any recovery point below it
 (`raised_recovery_points`). Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go
-when they are older than retention.ms: `quarantine_decision`.
+when they are older than retention.ms, the unfinished copies a killed rebuild left at once:
+`quarantine_decision`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kafkalog_core.log.names import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    QUARANTINE_FILE_SUFFIX,
     offset_from_file_name,
     quarantine_files,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "LOG_START_OFFSET",
     "RETENTION_BYTES",
     "RETENTION_MS",
+    "UNFINISHED_QUARANTINE",
     "QuarantineFile",
     "RetentionDecision",
     "SegmentFacts",
@@ -60,6 +63,9 @@ __all__ = [
 LOG_START_OFFSET = "log-start-offset"
 RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
+UNFINISHED_QUARANTINE = (
+    "unfinished-quarantine"  # a killed rebuild's partial copy: no data of its own
+)
 
 
 @dataclass(frozen=True)
@@ -316,19 +322,22 @@ class QuarantineFile:
     base_offset: int  # of the segment it came from
     size: int
     last_modified_ms: int  # when it was quarantined (rebuild sets it)
+    unfinished: bool = False  # `<quarantine name>.tmp`: a copy a killed rebuild never renamed
 
 
-def read_quarantine_files(partition_dir: str | os.PathLike[str]) -> list[QuarantineFile]:
-    """The quarantine files of a partition dir, oldest segment first."""
+def read_quarantine_files(
+    partition_dir: str | os.PathLike[str], suffix: str = QUARANTINE_FILE_SUFFIX
+) -> list[QuarantineFile]:
+    """The quarantine files of a partition dir (named with `suffix`, rebuild's
+    `quarantine_suffix`), and the unfinished copies a killed rebuild left, oldest segment first."""
     found = []
-    for path in quarantine_files(partition_dir):
-        stat = path.stat()
-        found.append(
-            QuarantineFile(
-                path, offset_from_file_name(path.name), stat.st_size, stat.st_mtime_ns // 10**6
-            )
-        )
-    return found
+    for unfinished in (False, True):
+        for path in quarantine_files(partition_dir, suffix, unfinished=unfinished):
+            stat = path.stat()
+            base_offset = offset_from_file_name(path.name)
+            mtime_ms = stat.st_mtime_ns // 10**6
+            found.append(QuarantineFile(path, base_offset, stat.st_size, mtime_ms, unfinished))
+    return sorted(found, key=lambda q: q.base_offset)  # stable: each segment's finished ones first
 
 
 def quarantine_decision(item: QuarantineFile, config: Any, now_ms: int) -> RetentionDecision:
@@ -336,8 +345,13 @@ def quarantine_decision(item: QuarantineFile, config: Any, now_ms: int) -> Reten
 
     Kafka's recovery deletes a truncated tail at once; rebuild-index keeps it so an operator can
     look at what was cut, for as long as the topic keeps its data (whatever its cleanup.policy:
-    the file is no part of the log). retention.ms=-1 keeps it forever.
+    the file is no part of the log). retention.ms=-1 keeps it forever. An unfinished copy goes
+    at once: a killed rebuild renames before it truncates, so its bytes are still in the .log
+    (or in a finished quarantine file).
     """
+    if item.unfinished:
+        why = "unfinished copy of a killed rebuild (its bytes are still in the segment)"
+        return RetentionDecision(item.base_offset, True, UNFINISHED_QUARANTINE, why)
     retention_ms = int(config.retention_ms)
     age = now_ms - item.last_modified_ms
     if retention_ms < 0:

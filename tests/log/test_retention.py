@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from kafkalog_core.config import LogConfig
+from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog_core.log.names import segment_log_files
 from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.log.rebuild import rebuild_partition
 from kafkalog_core.log.retention import (
+    UNFINISHED_QUARANTINE,
     QuarantineFile,
     SegmentFacts,
     backfill_risk,
@@ -193,25 +195,61 @@ def test_quarantine_files_are_found_by_name(tmp_path: Path) -> None:
         "00000000000000000005.log.10.quarantine",
         "00000000000000000005.log.1.quarantine",
     ]
+    unfinished = "00000000000000000000.log.quarantine.tmp"  # a copy a killed rebuild left
     decoys = [
         "00000000000000000000.log",
-        "00000000000000000000.log.quarantine.tmp",  # a copy a killed rebuild never finished
         "00000000000000000000.index.quarantine",
+        "00000000000000000000.index.quarantine.tmp",
         "x.log.quarantine",
         "00000000000000000000.log.0.quarantine",
+        "00000000000000000000.log.bad",  # another suffix: not asked for
     ]
-    for name in names + decoys:
+    for name in [*names, unfinished, *decoys]:
         (tmp_path / name).write_bytes(b"x" * len(name))
     found = read_quarantine_files(tmp_path)
-    assert [q.path.name for q in found] == [
-        "00000000000000000000.log.quarantine",
-        "00000000000000000005.log.quarantine",
-        "00000000000000000005.log.1.quarantine",
-        "00000000000000000005.log.2.quarantine",
-        "00000000000000000005.log.10.quarantine",
+    assert [(q.path.name, q.unfinished) for q in found] == [
+        ("00000000000000000000.log.quarantine", False),
+        (unfinished, True),
+        ("00000000000000000005.log.quarantine", False),
+        ("00000000000000000005.log.1.quarantine", False),
+        ("00000000000000000005.log.2.quarantine", False),
+        ("00000000000000000005.log.10.quarantine", False),
     ]
-    assert [q.base_offset for q in found] == [0, 5, 5, 5, 5]
+    assert [q.base_offset for q in found] == [0, 0, 5, 5, 5, 5]
     assert found[0].size == len(found[0].path.name)
+    decision = quarantine_decision(found[1], cfg(retention_ms=-1), NOW)  # even kept-forever topics
+    assert (decision.delete, decision.rule) == (True, UNFINISHED_QUARANTINE)
+
+
+def test_retention_reads_the_suffix_rebuild_wrote(tmp_path: Path) -> None:
+    pdir = _log(tmp_path)
+    first = segment_log_files(pdir)[0]
+    data = bytearray(first.read_bytes())
+    data[-5] ^= 0xFF  # the last batch's CRC no longer matches
+    first.write_bytes(bytes(data))
+    rebuild_partition(pdir, 4096, quarantine_suffix=".bad")
+    assert read_quarantine_files(pdir) == []  # the default suffix finds none of them
+    found = read_quarantine_files(pdir, ".bad")
+    assert [q.path.name for q in found] == sorted(p.name for p in pdir.glob("*.log.bad"))
+    assert len(found) == 3  # the corrupt tail and the two segments after it
+    (pdir / (first.name + ".bad.tmp")).write_bytes(b"partial")
+    assert [q.unfinished for q in read_quarantine_files(pdir, ".bad")] == [
+        False,
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize("suffix", ["", ".", ".log", ".index", ".deleted", ".tmp", ".1", "bad"])
+def test_a_suffix_that_could_name_a_segment_file_is_refused(tmp_path: Path, suffix: str) -> None:
+    pdir = _log(tmp_path)
+    before = sorted(p.name for p in pdir.iterdir())
+    with pytest.raises(LogDirError, match="quarantine suffix"):
+        read_quarantine_files(pdir, suffix)
+    with pytest.raises(LogDirError, match="quarantine suffix"):
+        rebuild_partition(pdir, 4096, quarantine_suffix=suffix)
+    assert sorted(p.name for p in pdir.iterdir()) == before
 
 
 def _quarantined(tmp_path: Path, age_ms: int) -> QuarantineFile:

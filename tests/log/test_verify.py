@@ -209,6 +209,52 @@ def test_kill_between_quarantine_copy_and_truncate(
     assert list(pdir.glob("*.quarantine*")) == quarantined  # the tail is stored once
 
 
+def test_a_kill_before_the_quarantine_rename_leaves_a_copy_the_next_rebuild_deletes(
+    pdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    last = logs(pdir)[-1]
+    last.write_bytes(last.read_bytes()[:-7])  # a torn last batch: a corrupt tail
+    reference = tmp_path / "reference"
+    shutil.copytree(pdir, reference)
+    rebuild_partition(reference, INTERVAL)
+    replace = rebuild_module.os.replace
+
+    def killed_at_rename(src: str | Path, dst: str | Path) -> None:
+        if str(src).endswith(".quarantine.tmp"):
+            raise KeyboardInterrupt("killed before the quarantine rename")
+        replace(src, dst)
+
+    monkeypatch.setattr(rebuild_module.os, "replace", killed_at_rename)
+    torn = last.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        rebuild_partition(pdir, INTERVAL)
+    monkeypatch.undo()
+    leftover = pdir / (last.name + ".quarantine.tmp")  # the name quarantine_tail writes
+    assert leftover.exists() and last.read_bytes() == torn  # nothing cut yet
+    assert not list(pdir.glob("*.quarantine"))
+    # a broker (or PartitionLog.open) recovers the tail on its own: no rebuild would
+    # quarantine it again, so only the clean-up removes the copy
+    shutil.copy(reference / last.name, last)
+    pv = rebuild_partition(pdir, INTERVAL)
+    assert not leftover.exists()
+    assert f"deleted unfinished quarantine copy {leftover.name}" in pv.actions
+    assert not list(pdir.glob("*.quarantine*"))
+
+
+def test_rebuild_segment_deletes_only_its_own_unfinished_copies(pdir: Path) -> None:
+    first, second = logs(pdir)[:2]
+    mine = pdir / (first.name + ".1.quarantine.tmp")
+    other = pdir / (second.name + ".quarantine.tmp")
+    other_suffix = pdir / (first.name + ".bad.tmp")
+    for path in (mine, other, other_suffix):
+        path.write_bytes(b"partial copy")
+    v = rebuild_segment(first, INTERVAL)
+    assert not mine.exists() and other.exists() and other_suffix.exists()
+    assert v.action == f"deleted unfinished quarantine copy {mine.name}"
+    rebuild_segment(first, INTERVAL, quarantine_suffix=".bad")
+    assert not other_suffix.exists() and other.exists()
+
+
 def test_transaction_index_missing_then_rebuilt(tmp_path: Path) -> None:
     d = tmp_path / "txn-0"
     d.mkdir()

@@ -195,3 +195,29 @@ def test_quarantine_files_are_listed_then_deleted_after_retention_ms(spark, log_
     applied = _run(spark, log_dir, apply=True)
     assert not old.exists() and young.exists()
     assert [r["applied"] for r in applied.rows.to_pylist() if r["file"] == old.name] == [True]
+
+
+def test_the_task_reads_the_quarantine_suffix_it_is_given(log_dir: Path) -> None:
+    pdir = log_dir / "events-1"
+    custom = pdir / "00000000000000000000.log.bad"  # rebuild_partition(quarantine_suffix=".bad")
+    unfinished = pdir / "00000000000000000005.log.bad.tmp"  # a killed rebuild's copy
+    default = pdir / "00000000000000000000.log.quarantine"
+    for path in (custom, unfinished, default):
+        path.write_bytes(b"corrupt tail")
+        os.utime(path, ns=((NOW - 11 * DAY) * 10**6,) * 2)  # retention.ms below is 10 days
+    unit = {
+        "topic": "events",
+        "partition": 1,
+        "dir": "events-1",
+        "config": {"retention.ms": 10 * DAY},
+        "settings": "",
+        "log_start_offset": 0,
+        "high_watermark": None,
+    }
+    options = retention_job.RetentionOptions(str(log_dir), NOW, True, quarantine_suffix=".bad")
+    rows = [r for r in retention_job.retention_task(options)(unit) if r["kind"] == "quarantine"]
+    assert [(r["file"], r["rule"], r["applied"]) for r in rows] == [
+        (custom.name, "retention.ms", True),
+        (unfinished.name, "unfinished-quarantine", True),
+    ]
+    assert not custom.exists() and not unfinished.exists() and default.exists()
