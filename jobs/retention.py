@@ -245,19 +245,13 @@ def run(
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
-    root, run_id, now_ms, refs, configs = (
-        setup.root,
-        setup.run_id,
-        setup.now_ms,
-        setup.refs,
-        setup.configs,
-    )
+    root, run_id, now_ms, refs = setup.root, setup.run_id, setup.now_ms, setup.refs
     options = RetentionOptions(str(root), now_ms, apply, quarantine_suffix)
     with maintenance_lock(root, run_id, read_only=not apply, out=out):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
         high_watermarks = read_high_watermarks(root)
-        units = [_unit(r, configs[r.topic], start_offsets, high_watermarks) for r in refs]
+        units = [_unit(r, setup.configs[r.topic], start_offsets, high_watermarks) for r in refs]
         rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
         if apply:
             log_starts = _advance_log_start_offsets(lso_file, start_offsets, rows)

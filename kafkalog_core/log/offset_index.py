@@ -19,7 +19,6 @@ Kafka's binary search (including its warm section) so results match even on such
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -31,6 +30,7 @@ from kafkalog_core.errors import (
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
 )
+from kafkalog_core.log.index_file import IndexFile
 
 DEFAULT_MAX_INDEX_SIZE = 10485760  # segment.index.bytes default
 INT32_MAX = 2**31 - 1
@@ -57,7 +57,7 @@ class OffsetIndexEntries(NamedTuple):
     positions: np.ndarray
 
 
-class AbstractIndex:
+class AbstractIndex(IndexFile):
     """In-memory sparse index with Kafka's size, search, truncation and file-length rules.
 
     Subclasses define the on-disk dtype (two big-endian fields) and which of the two columns
@@ -77,8 +77,7 @@ class AbstractIndex:
         *,
         load: bool = True,
     ) -> None:
-        self._path = Path(path)
-        self.base_offset = int(base_offset)
+        super().__init__(path, base_offset)
         if max_index_size < self.ENTRY_SIZE:
             raise ConfigError(
                 f"Invalid max index size: {max_index_size} for {self.KIND} {self._path} "
@@ -158,10 +157,6 @@ class AbstractIndex:
 
     # ---- size ----------------------------------------------------------------------------------
     @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
     def entries(self) -> int:
         return self._n
 
@@ -189,9 +184,6 @@ class AbstractIndex:
     @property
     def is_full(self) -> bool:
         return self._n >= self._max_entries
-
-    def file_exists(self) -> bool:
-        return self._path.exists()
 
     def resize(self, new_size: int) -> bool:
         """Change the capacity to floor(new_size / ENTRY_SIZE) entries; True if it changed.
@@ -337,25 +329,11 @@ class AbstractIndex:
         self.trim_to_valid_size()
         self.flush(sync=False)
 
-    def delete(self) -> bool:
-        """Delete the file if it exists (deleteIfExists); later flush/close do nothing."""
+    def _forget(self) -> None:
+        """A deleted index: later flush/close do nothing."""
         self._deleted = True
         self._disk_length = None
         self._synced = 0
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        """Move the file (if it exists) and keep using the new name (suffix changes)."""
-        target = Path(new_path)
-        try:
-            if self._path.exists():
-                os.replace(self._path, target)
-        finally:
-            self._path = target
 
     def _corrupt(self, reason: str) -> CorruptIndexError:
         return CorruptIndexError(f"Corrupt {self.KIND} {self._path}: {reason}")

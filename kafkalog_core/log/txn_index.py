@@ -21,10 +21,10 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 from kafkalog_core.errors import CorruptIndexError, InvalidOffsetError
+from kafkalog_core.log.index_file import IndexFile
 
 ENTRY_SIZE = 34
 CURRENT_VERSION = 0
@@ -72,25 +72,17 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     """`.txnindex` of one segment: aborted transactions whose ABORT marker lies in the segment."""
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int) -> None:
-        self._path = Path(path)
-        self.base_offset = int(base_offset)
+        super().__init__(path, base_offset)
         self._cache: list[AbortedTxn] | None = None  # entries as on disk, read lazily
         # Kafka only tracks the last offset of entries appended (or kept by truncate_to)
         # since this object was opened; a reopened index does not check against the file.
         self._last_offset: int | None = None
 
     # ---- reading -------------------------------------------------------------------------------
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    def file_exists(self) -> bool:
-        return self._path.exists()
-
     def _read_file(self) -> list[AbortedTxn]:
         try:
             data = self._path.read_bytes()
@@ -185,23 +177,9 @@ class TransactionIndex:
                 return
             kept_last = txn.last_offset
 
-    def delete(self) -> bool:
-        """Delete the file if it exists; True if it did."""
+    def _forget(self) -> None:
         self._cache = []
         self._last_offset = None
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        target = Path(new_path)
-        try:
-            if self._path.exists():
-                os.replace(self._path, target)
-        finally:
-            self._path = target
 
     # ---- queries -------------------------------------------------------------------------------
     def collect_aborted_txns(

@@ -480,6 +480,21 @@ def kafka_python_records(d: Path) -> list[tuple[int, bytes | None, bool]]:
     return out
 
 
+def kafka_python_counts(records: list[tuple[int, bytes | None, bool]]) -> dict[str, int]:
+    """The audit's record counts, recomputed from `kafka_python_records` (another decoder)."""
+    latest: dict[bytes, int] = {}
+    for offset, key, _ in records:
+        if key is not None:
+            latest[key] = offset
+    return {
+        "records": len(records),
+        "distinct_keys": len(latest),
+        "superseded_records": sum(1 for o, k, _ in records if k is not None and o < latest[k]),
+        "null_key_records": sum(1 for _, k, _ in records if k is None),
+        "tombstones": sum(1 for _, _, t in records if t),
+    }
+
+
 def superseded_from_facts(facts: pa.Table) -> int:
     """Records with a later record of the same key, by an Arrow group-by over the facts."""
     keyed = facts.filter(pc.is_valid(facts.column("key")))
@@ -496,22 +511,18 @@ def test_real_broker_compacted_topics_match_kafka_python(fixtures_dir: Path) -> 
     total_records = 0
     for d in partitions:
         expected = kafka_python_records(d)
-        latest: dict[bytes, int] = {}
-        for offset, key, _ in expected:
-            if key is not None:
-                latest[key] = offset
-        superseded = sum(1 for o, k, _ in expected if k is not None and o < latest[k])
+        want = kafka_python_counts(expected)
         topic, _, partition = d.name.rpartition("-")
         state = partition_cleaning_state(d, COMPACT, checkpoints.get((topic, int(partition))), NOW)
         facts, counts = partition_record_facts(d, COMPACT, NOW, state=state)
         where = d.name
-        assert counts.records == len(expected), where
+        assert counts.records == want["records"], where
         assert facts.column("offset").to_pylist() == [o for o, _, _ in expected], where
-        assert counts.null_key_records == sum(1 for _, k, _ in expected if k is None), where
-        assert counts.tombstones == sum(1 for _, _, t in expected if t), where
+        assert counts.null_key_records == want["null_key_records"], where
+        assert counts.tombstones == want["tombstones"], where
         distinct = facts.filter(pc.is_valid(facts.column("key"))).group_by("key").aggregate([])
-        assert distinct.num_rows == len(latest), where
-        assert superseded_from_facts(facts) == superseded, where
+        assert distinct.num_rows == want["distinct_keys"], where
+        assert superseded_from_facts(facts) == want["superseded_records"], where
         # the cleaner never ran and every partition is one active segment (§15)
         assert verdict(state, counts, COMPACT).startswith("nothing to clean"), where
         total_records += len(expected)
