@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import jobs.rebuild_index as index_job
+import jobs.retention as retention_job
 from jobs.maintenance.common import plan_slices
 from jobs.maintenance.report import read_report
 from tests.log.test_broker_fixtures import copy_writable
@@ -210,3 +211,22 @@ def test_big_partitions_are_split_by_segment_with_the_same_answers(spark, damage
     split = _quiet(spark, damaged, topic_config=conf, tasks=6).rows
     assert split.to_pylist() == whole.to_pylist()
     assert any(r["after_corrupt_segment"] for r in split.to_pylist())
+
+
+def test_retention_finds_what_a_rebuild_with_another_suffix_quarantined(damaged: Path) -> None:
+    rebuild = index_job.IndexJobOptions(str(damaged), "rebuild", False, quarantine_suffix=".bad")
+    unit = {"topic": "orders", "partition": 1, "dir": "orders-1", "index_interval_bytes": 200}
+    rows = index_job.index_task(rebuild)(unit)
+    written = sorted(p.name for p in (damaged / "orders-1").glob("*.log.bad"))
+    assert written and sorted(r["quarantine_file"] for r in rows if r["quarantine_file"]) == written
+    assert not list((damaged / "orders-1").glob("*.quarantine*"))
+    unit.update(
+        config={"retention.ms": -1},
+        settings="",
+        log_start_offset=0,
+        high_watermark=None,
+    )
+    for suffix, found in ((".quarantine", []), (".bad", written)):
+        options = retention_job.RetentionOptions(str(damaged), 0, False, quarantine_suffix=suffix)
+        listed = retention_job.retention_task(options)(unit)
+        assert [r["file"] for r in listed if r["kind"] == "quarantine"] == found, suffix
