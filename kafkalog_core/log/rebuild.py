@@ -10,7 +10,7 @@ Safe to kill at any point and idempotent:
 - a second run finds everything ok and writes nothing;
 - a copy killed before its rename (`<quarantine name>.tmp`) holds nothing the .log lost (the
   truncate comes after the rename): the next rebuild deletes it first, and retention lists it
-  (and deletes it with `--apply`) meanwhile.
+  (and deletes it with `--apply`) meanwhile; so does the next rebuild with an index's `.tmp`.
 
 The quarantine name ends in neither `.log` nor an index suffix, so a broker's loader and our
 `LogLoader` ignore it. Kafka's recovery deletes a truncated tail; we keep it for forensics, and
@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -37,6 +38,8 @@ from kafkalog_core.log.names import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
+    TMP_FILE_SUFFIX,
+    parse_segment_file_name,
     quarantine_file_name,
     quarantine_files,
 )
@@ -143,15 +146,36 @@ def quarantine_whole(log_path: Path, suffix: str = QUARANTINE_SUFFIX) -> Path:
     return target
 
 
-def remove_unfinished_copies(
+def remove_unfinished_writes(
     partition_dir: Path, suffix: str = QUARANTINE_SUFFIX, log_name: str | None = None
 ) -> list[str]:
-    """Delete the `<quarantine name>.tmp` copies a killed rebuild left (of `log_name` only, when
-    given); returns their names. Their bytes are still in the .log or a finished quarantine."""
-    leftovers = quarantine_files(partition_dir, suffix, unfinished=True, log_name=log_name)
-    for path in leftovers:
+    """Delete what a killed rebuild left half-written (of the segment `log_name` only, when
+    given): `<quarantine name>.tmp` copies (their bytes are still in the .log or a finished
+    quarantine file) and `<segment>.<index>.tmp` files (the index is rebuilt from the .log).
+    Returns one action line per file."""
+    copies = quarantine_files(partition_dir, suffix, unfinished=True, log_name=log_name)
+    stem = None if log_name is None else log_name[: -len(LOG_FILE_SUFFIX)]
+    indexes = [
+        p
+        for p in sorted(partition_dir.glob("*" + TMP_FILE_SUFFIX))
+        if _is_index_name(p.name[: -len(TMP_FILE_SUFFIX)], stem)
+    ]
+    for path in copies + indexes:
         path.unlink(missing_ok=True)
-    return [f"deleted unfinished quarantine copy {path.name}" for path in leftovers]
+    return [f"deleted unfinished quarantine copy {p.name}" for p in copies] + [
+        f"deleted unfinished index write {p.name}" for p in indexes
+    ]
+
+
+def _is_index_name(name: str, stem: str | None) -> bool:
+    """Whether `name` is a segment's index file (of the segment `stem`, when given)."""
+    try:
+        parsed = parse_segment_file_name(name)
+    except LogDirError:
+        return False
+    if stem is not None and not name.startswith(stem + "."):
+        return False
+    return parsed.extension in INDEX_SUFFIXES and not parsed.temporary_suffix
 
 
 def _write_index(check: IndexCheck, rebuild_all: bool) -> bool:
@@ -195,7 +219,7 @@ def rebuild_segment(
     """Verify one segment and rebuild what is not ok (every index with `rebuild_all`); a
     corrupt tail goes to a quarantine file. Returns the verification with the action taken."""
     path = Path(log_path)
-    removed = remove_unfinished_copies(path.parent, quarantine_suffix, path.name)
+    removed = remove_unfinished_writes(path.parent, quarantine_suffix, path.name)
     v = _apply(
         verify_segment(path, index_interval_bytes, producer_state=producer_state),
         rebuild_all,
@@ -216,8 +240,8 @@ def rebuild_partition(
     """`rebuild_segment` for a whole partition, the way a broker's recovery leaves it (§6):
     segments after a corrupt one quarantined whole (Kafka deletes them), producer snapshots
     above the new log end offset deleted, leader-epoch entries at or after it dropped
-    (truncateFromEnd), orphan index files deleted, unfinished quarantine copies deleted."""
-    removed = remove_unfinished_copies(Path(partition_dir), quarantine_suffix)
+    (truncateFromEnd), orphan index files and what a killed rebuild left half-written deleted."""
+    removed = remove_unfinished_writes(Path(partition_dir), quarantine_suffix)
     pv = verify_partition(partition_dir, index_interval_bytes)
     pv.actions.extend(removed)
     # later segments first: a kill then still leaves the corrupt segment to be found next run

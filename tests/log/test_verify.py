@@ -255,6 +255,27 @@ def test_rebuild_segment_deletes_only_its_own_unfinished_copies(pdir: Path) -> N
     assert not other_suffix.exists() and other.exists()
 
 
+def test_rebuild_deletes_index_writes_a_kill_left(pdir: Path) -> None:
+    first, second = logs(pdir)[:2]
+    left = [
+        pdir / (first.stem + ".index.tmp"),  # atomic_write's name for a rebuilt .index
+        pdir / (second.stem + ".timeindex.tmp"),
+    ]
+    kept = [pdir / "leader-epoch-checkpoint.tmp", pdir / (first.stem + ".snapshot.tmp")]
+    for path in left + kept:
+        path.write_bytes(b"half")
+    before = checksums(pdir)
+    assert (
+        rebuild_segment(second, INTERVAL).action == f"deleted unfinished index write {left[1].name}"
+    )
+    assert left[0].exists() and not left[1].exists()  # one segment's files only
+    pv = rebuild_partition(pdir, INTERVAL)
+    assert pv.actions == [f"deleted unfinished index write {left[0].name}"]
+    assert all(p.exists() for p in kept)  # not a rebuild's: left to their writers
+    del before[str(left[0].relative_to(pdir))], before[str(left[1].relative_to(pdir))]
+    assert checksums(pdir) == before  # nothing else written: the indexes were fine
+
+
 def test_transaction_index_missing_then_rebuilt(tmp_path: Path) -> None:
     d = tmp_path / "txn-0"
     d.mkdir()
