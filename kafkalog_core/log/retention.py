@@ -63,9 +63,8 @@ __all__ = [
 LOG_START_OFFSET = "log-start-offset"
 RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
-UNFINISHED_QUARANTINE = (
-    "unfinished-quarantine"  # a killed rebuild's partial copy: no data of its own
-)
+# the rule for a killed rebuild's partial quarantine copy: no data of its own, deleted at once
+UNFINISHED_QUARANTINE = "unfinished-quarantine"
 
 
 @dataclass(frozen=True)
