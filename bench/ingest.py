@@ -572,7 +572,7 @@ def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> N
     total = stats.total_tt
     wanted = [
         ("encode_records", "encode.py"),
-        ("append_batches", "partition_log.py"),
+        ("append_batches", "partition_log_append.py"),
         ("close", "partition_log.py"),
         ("fsync_file", "staging.py"),
         ("fsync_dir", "checkpoint_file.py"),

@@ -170,7 +170,7 @@ class PartitionView:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """ListOffsets(timestamp): the first offset whose record has ts >= timestamp, or None."""
-        from kafkalog_core.log.partition_log import offset_for_timestamp  # timestamp bounds only
+        from kafkalog_core.log.partition_log_reads import offset_for_timestamp  # timestamp bounds
 
         segments = self._segments(range(len(self._bases)))  # opened until the one that has it
         found = offset_for_timestamp(segments, timestamp, self.log_start_offset)
