@@ -22,7 +22,9 @@ How a run goes (every step before "publish" touches only the run's staging area)
    offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
    partition of a task after the first may. With the arrow task reader
    (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
-   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow.
+   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow; in
+   the range mode with a plain-column ordering they sort runs into the run's staging instead of
+   Spark's shuffle and the write tasks read their ranges from them (`arrow_range`).
 5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
    base-offset patch per batch, or a continuation of the published last segment). A partition
    staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
