@@ -4,9 +4,11 @@ fall-back with its why, and a killed run."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import random
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -47,10 +49,24 @@ def _rows() -> list[dict]:
     for i, row in enumerate(rows):
         row["score"] = None if i % 9 == 0 else rng.choice([math.nan, -0.0, 0.0, 1.5, -2.0])
         row["name"] = None if i % 7 == 0 else rng.choice(["", "a", "b", "é", "zz"])
+        row["day"] = None if i % 6 == 0 else dt.date(2024, 5, 1 + rng.randrange(3))
+        row["amount"] = None if i % 10 == 0 else Decimal(rng.randrange(-300, 300)) / 100
+        row["flag"] = None if i % 12 == 0 else rng.random() < 0.5
+        row["raw"] = None if i % 13 == 0 else bytes([rng.choice((0, 1, 200))] * rng.randrange(3))
+        row["small"] = None if i % 8 == 0 else rng.randrange(-3, 3)
     return rows
 
 
-SCHEMA = SOURCE_SCHEMA.append(pa.field("score", pa.float64())).append(pa.field("name", pa.string()))
+EXTRA = {
+    "score": pa.float64(),
+    "name": pa.string(),
+    "day": pa.date32(),
+    "amount": pa.decimal128(10, 2),
+    "flag": pa.bool_(),
+    "raw": pa.binary(),
+    "small": pa.int8(),
+}
+SCHEMA = pa.schema([*SOURCE_SCHEMA, *(pa.field(n, t) for n, t in EXTRA.items())])
 
 
 def _write(path: Path, rows: list[dict], files: int = 1) -> Path:
@@ -117,10 +133,14 @@ def test_same_bytes_as_the_spark_range_mode(spark, source, tmp_path, tasks, batc
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("ordering", [("score",), ("name", "score", "id")], ids=["float", "str"])
+@pytest.mark.parametrize(
+    "ordering",
+    [("score",), ("name", "score", "id"), ("day", "amount", "flag", "raw", "small")],
+    ids=["float", "str", "other-types"],
+)
 def test_nulls_and_nan_order_as_in_spark(spark, source, tmp_path, ordering):
-    """Nulls first, NaN greatest, -0.0 tied with 0.0 (then the source row id: one split, so
-    the same `pos` as Spark's) — the Spark range mode's offsets."""
+    """Nulls first, NaN greatest, -0.0 tied with 0.0, bytes unsigned (then the source row id:
+    one split, so the same `pos` as Spark's) — the Spark range mode's offsets."""
     roots = {}
     for reader in ("spark", "arrow"):
         roots[reader] = tmp_path / reader / "logs"
@@ -251,3 +271,28 @@ def test_the_sort_puts_nulls_first_and_nan_last():
     keys = ar._keys(table, np.array(order), plan)
     assert keys == sorted(keys)  # Python's comparison of keys agrees (binary search, bounds)
     assert ar._count_at_most(table.take(pa.array(order)), keys[4], plan) == 5
+
+
+def test_pyarrows_sort_and_the_python_keys_agree_for_every_type(source):
+    """The binary search and the bounds compare keys in Python; the runs are sorted by pyarrow:
+    both orders must be the same for every type the plan accepts."""
+    rows = source["rows"]
+    for name, dtype in EXTRA.items():
+        table = pa.table(
+            {
+                "topic": [r["topic"] for r in rows],
+                "partition": pa.array([r["part"] for r in rows], pa.int32()),
+                "_kl_o0": pa.array([r[name] for r in rows], dtype),
+                ar.POS: pa.array(np.arange(len(rows))[::-1].copy()),
+            }
+        )
+        assert ar._sortable(dtype)
+        plan = ar.ArrowRangePlan(None, (name,), (pa.types.is_floating(dtype),))  # type: ignore[arg-type]
+        order = ar._sort_order(table, plan).to_pylist()
+        keys = ar._keys(table, np.array(order), plan)
+        assert keys == sorted(keys), name
+        independent = sorted(
+            (r["topic"], r["part"], _python_key(r, (name,))[0], len(rows) - 1 - i)
+            for i, r in enumerate(rows)
+        )
+        assert [k[3] for k in independent] == [k[-1] for k in keys], name
