@@ -150,6 +150,16 @@ def test_nulls_and_nan_order_as_in_spark(spark, source, tmp_path, ordering):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("count", [0, 1])
+def test_no_rows_or_one(spark, source, tmp_path, count):
+    src = _write(tmp_path / "src", source["rows"][:count])
+    result = _run(spark, _doc(src, tmp_path / "logs", "arrow"), tasks=3)
+    assert (result.task_reader, result.records) == ("arrow", count)
+    expected = _no_headers(expected_records(source["rows"][:count], PARTITIONS))
+    assert read_root(tmp_path / "logs") == expected
+
+
+@pytest.mark.spark
 def test_an_expression_ordering_falls_back_to_spark_and_says_why(spark, source, tmp_path):
     doc = _doc(source["path"], tmp_path / "logs", "auto", ordering=("lower(name)", "id"))
     result = _run(spark, doc, tasks=2)
@@ -223,11 +233,16 @@ def test_runs_are_bounded_sorted_and_ranges_cover_every_row_once(source, tmp_pat
     bounds = ar.pick_bounds(samples, 4)
     assert len(bounds) == 3 and bounds == sorted(bounds)
     edges = [None, *bounds, None]
-    got = []
+    got, hot = [], 0
+    hot_partition = kp_partition(b"hot", PARTITIONS["events"])
     for lower, upper in zip(edges, edges[1:], strict=False):
         batches = list(ar.range_batches(runs, lower, upper, plan))
         assert batches and all(b.num_rows <= ar.BATCH_ROWS for b in batches)
-        got += pa.Table.from_batches(batches).to_pylist()
+        share = pa.Table.from_batches(batches).to_pylist()
+        assert abs(len(share) - len(source["rows"]) / 4) < 37  # balanced within a sample step
+        hot += any((r["topic"], r["partition"]) == ("events", hot_partition) for r in share)
+        got += share
+    assert hot >= 2  # the hot partition spans several ranges
     ordering = ("score", "name", "id")
     expected = sorted(
         (
