@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowRangePlan",
+    "Run",
     "SortedRuns",
     "pick_bounds",
     "plan_arrow_range",
@@ -100,10 +101,21 @@ class ArrowRangePlan:
 
 
 @dataclass(frozen=True)
-class SortedRuns:
-    """What a stage-1 task returns: its run files (path, rows) and (key, rows it stands for)."""
+class Run:
+    """A sorted run file, with its first and last keys (a write task skips the runs that end
+    before its range or start after it: most of them when the source is already in order)."""
 
-    runs: tuple[tuple[str, int], ...]
+    path: str
+    rows: int
+    first: Key
+    last: Key
+
+
+@dataclass(frozen=True)
+class SortedRuns:
+    """What a stage-1 task returns: its runs and (sampled key, rows it stands for)."""
+
+    runs: tuple[Run, ...]
     samples: tuple[tuple[Key, int], ...]
 
 
@@ -228,8 +240,8 @@ def _run_columns(mapped: pa.RecordBatch, plan: ArrowRangePlan) -> pa.RecordBatch
     )
 
 
-def _write_run(rows: pa.Table, path: Path, plan: ArrowRangePlan) -> tuple[tuple[str, int], list]:
-    """Sort `rows` into an Arrow IPC file; ((path, rows), [(sampled key, rows it stands for)])."""
+def _write_run(rows: pa.Table, path: Path, plan: ArrowRangePlan) -> tuple[Run, list]:
+    """Sort `rows` into an Arrow IPC file; (the run, [(sampled key, rows it stands for)])."""
     ordered = rows.take(_sort_order(rows, plan))
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ordered.schema) as writer:
         writer.write_table(ordered, max_chunksize=BATCH_ROWS)
@@ -239,7 +251,9 @@ def _write_run(rows: pa.Table, path: Path, plan: ArrowRangePlan) -> tuple[tuple[
     if picks.size == 0 or picks[-1] != n - 1:
         picks = np.append(picks, n - 1)
     weights = np.diff(picks, prepend=-1).tolist()
-    return (str(path), n), list(zip(_keys(ordered, picks, plan), weights, strict=True))
+    keys = _keys(ordered, picks, plan)
+    first = _keys(ordered, np.array([0]), plan)[0]
+    return Run(str(path), n, first, keys[-1]), list(zip(keys, weights, strict=True))
 
 
 def sort_runs(plan: ArrowRangePlan, split: int, directory: Path) -> SortedRuns:
@@ -248,7 +262,7 @@ def sort_runs(plan: ArrowRangePlan, split: int, directory: Path) -> SortedRuns:
     the split's size)."""
     read = plan.read
     cache: dict[str, Any] = {}
-    runs: list[tuple[str, int]] = []
+    runs: list[Run] = []
     samples: list[tuple[Key, int]] = []
     pending: list[pa.RecordBatch] = []
     held = 0
@@ -304,15 +318,17 @@ def _open_run(path: str) -> pa.Table:
 
 
 def range_batches(
-    runs: Sequence[tuple[str, int]], lower: Key | None, upper: Key | None, plan: ArrowRangePlan
+    runs: Sequence[Run], lower: Key | None, upper: Key | None, plan: ArrowRangePlan
 ) -> Iterator[pa.RecordBatch]:
     """The written columns of the rows with lower < key <= upper (None: unbounded) from every
     run, sorted, in batches of `BATCH_ROWS`."""
     pieces = []
-    for path, rows in runs:
-        table = _open_run(path)
+    for run in runs:
+        if (lower is not None and run.last <= lower) or (upper is not None and run.first > upper):
+            continue  # nothing of this run in the range
+        table = _open_run(run.path)
         lo = 0 if lower is None else _count_at_most(table, lower, plan)
-        hi = rows if upper is None else _count_at_most(table, upper, plan)
+        hi = run.rows if upper is None else _count_at_most(table, upper, plan)
         if hi > lo:
             pieces.append(table.slice(lo, hi - lo))
     if not pieces:

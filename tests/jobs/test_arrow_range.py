@@ -224,12 +224,13 @@ def test_runs_are_bounded_sorted_and_ranges_cover_every_row_once(source, tmp_pat
         directory = tmp_path / f"x{split}"
         directory.mkdir()
         out = ar.sort_runs(plan, split, directory)
-        rows = sum(n for _, n in out.runs)
+        rows = sum(r.rows for r in out.runs)
         assert len(out.runs) == -(-rows // 37) == len(list(directory.iterdir()))
-        assert max(n for _, n in out.runs) == 37
+        assert max(r.rows for r in out.runs) == 37
+        assert all(r.first < r.last for r in out.runs)
         runs += out.runs
         samples += out.samples
-    assert sum(n for _, n in runs) == sum(w for _, w in samples) == len(source["rows"])
+    assert sum(r.rows for r in runs) == sum(w for _, w in samples) == len(source["rows"])
     bounds = ar.pick_bounds(samples, 4)
     assert len(bounds) == 3 and bounds == sorted(bounds)
     edges = [None, *bounds, None]
@@ -311,3 +312,37 @@ def test_pyarrows_sort_and_the_python_keys_agree_for_every_type(source):
             for i, r in enumerate(rows)
         )
         assert [k[3] for k in independent] == [k[-1] for k in keys], name
+
+
+def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
+    """A source already in order (one partition, ordering by id): the runs are disjoint, so a
+    write task opens only its own few, not every run."""
+    rows = [dict(r, part=0) for r in source_rows(370)]
+    src = _write(tmp_path / "src", [dict(r, **dict.fromkeys(EXTRA)) for r in rows], files=2)
+    doc = _doc(src, tmp_path / "logs", "arrow", ordering=("id",))
+    doc["mapping"]["partition"] = {"column": "part"}
+    config = IngestConfig.from_dict(doc)
+    files = sorted(str(p) for p in src.glob("*.parquet"))
+    read, _ = plan_arrow_read(replace(config, ordering=()), files)
+    plan, why = ar.plan_arrow_range(read, config, files)
+    assert plan is not None, why
+    plan = replace(plan, chunk_rows=37)
+    runs, samples = [], []
+    for split in range(len(read.tasks)):
+        (tmp_path / f"x{split}").mkdir()
+        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
+        runs += out.runs
+        samples += out.samples
+    assert len(runs) == 10
+    opened = []
+    real = ar._open_run
+    monkeypatch.setattr(ar, "_open_run", lambda path: opened.append(path) or real(path))
+    bounds = ar.pick_bounds(samples, 5)
+    edges = [None, *bounds, None]
+    ids = []
+    for lower, upper in zip(edges, edges[1:], strict=False):
+        opened.clear()
+        for batch in ar.range_batches(runs, lower, upper, plan):
+            ids += [r["value"] for r in batch.to_pylist()]
+        assert 1 <= len(opened) <= 3
+    assert ids == [r["payload"] for r in rows]
