@@ -26,7 +26,8 @@ types (nested, intervals, ...) keep the Spark range mode (`plan_arrow_range` say
 Crash safety: the runs are the run's staging (`task_staging_dir`), never fsynced: a killed run
 re-runs both stages under the same run id (each attempt writes a fresh directory and only the
 runs the driver collected are read). The driver removes them once the writes are done; the
-publish, or the next run's stale-staging cleanup, removes what a killed run left.
+publish, or the next run's stale-staging cleanup, removes what a killed run left. Until then
+they take about the records' size (uncompressed) on the output root's file system.
 """
 
 from __future__ import annotations
