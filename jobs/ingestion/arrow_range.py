@@ -203,12 +203,22 @@ def _comparable(value: Any, floating: bool) -> tuple:
     return (1, value)
 
 
+def _values(column: pa.ChunkedArray) -> list:
+    """Python values that compare as the column sorts: times as their integers (no datetime
+    objects, which also could not hold every year a timestamp can)."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.int64())
+    elif pa.types.is_date32(column.type):
+        column = column.cast(pa.int32())
+    return column.to_pylist()
+
+
 def _keys(table: pa.Table, rows: np.ndarray, plan: ArrowRangePlan) -> list[Key]:
     """The keys of `rows` of a run (few: samples and binary-search probes)."""
     index = pa.array(rows, pa.int64())
     picked = [table.column(n).take(index).to_pylist() for n in ("topic", "partition")]
     orders = [
-        [_comparable(v, f) for v in table.column(n).take(index).to_pylist()]
+        [_comparable(v, f) for v in _values(table.column(n).take(index))]
         for n, f in zip(plan.order_columns, plan.floating, strict=True)
     ]
     pos = table.column(POS).take(index).to_pylist()
