@@ -17,8 +17,9 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   1 GiB, uncompressed, CreateTime from `ts`), ordering = source, 1 MiB batches, once per
   `--modes`: `arrow` (output.write_mode direct with source.task_reader arrow: Spark schedules
   tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
-  rows read by Spark and shipped to Python with mapInArrow) and `range` (range partitioning +
-  sort). This includes everything a real run does: mapping + per-row checks, the one write
+  rows read by Spark and shipped to Python with mapInArrow), `range` (Spark's range partitioning
+  + sort) and `range-arrow` (the range mode with the arrow reader: sorted runs exchanged through
+  the run's staging instead of Spark's shuffle, `jobs.ingestion.arrow_range`). This includes everything a real run does: mapping + per-row checks, the one write
   pass (encode, PartitionLog, fsync, CRC-32C manifests; no mode counts rows first), the
   driver's placing of the shares staged provisionally (the `place` lap), the relayout of
   partitions staged in several shares (one Spark task each: the shares laid out as one writer)
@@ -102,7 +103,12 @@ def make_source(path: Path, rows: int, files: int, seed: int = 7) -> Path:
 
 
 # --modes name -> (output.write_mode, source.task_reader)
-MODES = {"arrow": ("direct", "arrow"), "direct": ("direct", "spark"), "range": ("range", "spark")}
+MODES = {
+    "arrow": ("direct", "arrow"),
+    "direct": ("direct", "spark"),
+    "range": ("range", "spark"),
+    "range-arrow": ("range", "arrow"),
+}
 
 
 # --compression: the topic's compression.type ("producer", Kafka's default: the ingest writes
@@ -215,7 +221,11 @@ def timed_ingest(
 
 def kinds_of(args) -> list[tuple[str, str | None, str]]:
     """(name, ingest mode or None for Parquet, codec) of every timed path, in run order."""
-    modes = ["range"] if args.tasks else args.modes
+    modes = (
+        ([m for m in args.modes if m.startswith("range")] or ["range"])
+        if args.tasks
+        else args.modes
+    )
     kinds: list[tuple[str, str | None, str]] = []
     if not args.no_parquet:
         kinds.append(("parquet-snappy", None, "snappy"))
@@ -424,6 +434,10 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
         return "read + write parquet" if s["tasks"] > 1 else "file listing / schema"
     if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout.py (its callsite)
         return "relayout: shares as one writer"
+    if "arrow_range" in s["name"]:  # jobs/ingestion/arrow_range.py: two jobs, in this order
+        seen = cache_reads.setdefault(f"{group}:arrow_range", 0)
+        cache_reads[f"{group}:arrow_range"] = seen + 1
+        return "exchange: read+map+sort runs" if seen % 2 == 0 else "write pass: runs->ranges"
     if "arrow" in group:  # the tasks read the files: no rows flow through the JVM
         return "write pass: pyarrow read+write" if s["tasks"] > 1 else "small job"
     if "direct" in group:  # one write job over the input splits
@@ -614,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=list(MODES),
         choices=list(MODES),
-        help="ingest paths to time: arrow / direct / range (see the docstring)",
+        help="ingest paths to time: arrow / direct / range / range-arrow (see the docstring)",
     )
     ap.add_argument(
         "--compression",

@@ -22,7 +22,9 @@ How a run goes (every step before "publish" touches only the run's staging area)
    offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
    partition of a task after the first may. With the arrow task reader
    (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
-   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow.
+   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow; in
+   the range mode with a plain-column ordering they sort runs into the run's staging instead of
+   Spark's shuffle and the write tasks read their ranges from them (`arrow_range`).
 5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
    base-offset patch per batch, or a continuation of the published last segment). A partition
    staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
@@ -39,11 +41,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.ingestion.arrow_mapping import checked_records
+from jobs.ingestion.arrow_range import ArrowRangePlan, plan_arrow_range, write_range_with_arrow
 from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
 from jobs.ingestion.commit import (
     PublishResult,
@@ -185,36 +188,40 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
 
 def _arrow_read_plan(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> tuple[ArrowReadPlan | None, str]:
+) -> tuple[ArrowReadPlan | ArrowRangePlan | None, str]:
     """(The arrow reader's plan when the run can use it (`source.task_reader`), else None; why).
 
-    It writes in the direct mode, so it needs what that mode needs (source order, no task
-    count; with write_mode auto also few enough splits and partitions). auto uses it whenever
-    it qualifies; `arrow` insists and says why it cannot.
+    In the direct mode it needs what that mode needs (source order, no task count; with
+    write_mode auto also few enough splits and partitions): an `ArrowReadPlan`. In the range
+    mode it also needs every ordering entry to be a plain column pyarrow sorts as Spark does:
+    an `ArrowRangePlan` (`arrow_range`: sorted runs exchanged through the run's staging
+    instead of Spark's shuffle). auto uses it whenever it qualifies; `arrow` insists and says
+    why it cannot.
     """
     wanted = config.source.task_reader
     if wanted == "spark":
         return None, "source.task_reader is spark"
-    plan = None
-    if config.write_mode == "range" or config.ordering or tasks is not None:
-        why = "it writes in the direct mode (source order, no --tasks, write_mode not range)"
-    else:
-        files, partition_columns = _source_files(spark, config, source)
-        if files is None:
-            why = "the source is not a Parquet path or a Delta table read through delta-rs"
-        else:
-            plan, why = plan_arrow_read(
-                config,
-                files,
-                partition_columns=partition_columns,
-                max_split_bytes=_max_split_bytes(spark),
-            )
-        if plan is not None:
-            mode, mode_why = write_mode_choice(config, None, len(plan.tasks))
-            if mode != "direct":
-                plan, why = None, f"the write mode is range ({mode_why})"
+    plan: ArrowReadPlan | ArrowRangePlan | None = None
+    files, partition_columns = _source_files(spark, config, source)
+    if files is None:
+        why = "the source is not a Parquet path or a Delta table read through delta-rs"
+    else:  # the ordering is the range plan's to check
+        plan, why = plan_arrow_read(
+            replace(config, ordering=()),
+            files,
+            partition_columns=partition_columns,
+            max_split_bytes=_max_split_bytes(spark),
+        )
+    if plan is not None and choose_write_mode(config, tasks, len(plan.tasks)) == "range":
+        assert files is not None and isinstance(plan, ArrowReadPlan)
+        plan, why = plan_arrow_range(plan, config, files, partition_columns)
     if plan is None and wanted == "arrow":
         raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
+    if isinstance(plan, ArrowRangePlan):
+        return plan, (
+            f"{wanted}: {plan.read.where}, plain-column mappings and ordering, range mode: "
+            "sorted runs exchanged through the run's staging (no Spark shuffle)"
+        )
     if plan is not None:
         return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
     return None, f"{wanted}: not the arrow reader, as {why}"
@@ -394,7 +401,10 @@ def run(
         rejects = rows = None
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
         arrow, reader_why = _arrow_read_plan(spark, config, source, tasks)
-        if arrow is not None:
+        if isinstance(arrow, ArrowRangePlan):
+            reader = "arrow"
+            mode, mode_why = write_mode_choice(config, tasks, len(arrow.read.tasks))
+        elif arrow is not None:
             mode, reader = "direct", "arrow"
             mode_why = "the arrow task reader writes in the direct mode"
         else:
@@ -417,7 +427,9 @@ def run(
                     leader_epoch=LEADER_EPOCH,
                     fail_after_batches=fail_after_batches,
                 )
-                if arrow is not None:
+                if isinstance(arrow, ArrowRangePlan):
+                    manifests = write_range_with_arrow(spark, arrow, tasks, plan, settings)
+                elif arrow is not None:
                     manifests = write_with_arrow(spark, arrow, plan, settings)
                 else:
                     assert rows is not None

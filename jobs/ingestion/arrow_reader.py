@@ -44,6 +44,7 @@ from jobs.ingestion.arrow_mapping import (
 )
 from jobs.ingestion.config import FieldMapping, IngestConfig
 from jobs.ingestion.mapping import (
+    ORDER_COLUMN,
     MappingRules,
     mapping_rules,
 )
@@ -63,7 +64,14 @@ if TYPE_CHECKING:
 
     from jobs.ingestion.commit import TaskManifest
 
-__all__ = ["ArrowReadPlan", "FilePiece", "plan_arrow_read", "write_with_arrow"]
+__all__ = [
+    "ArrowReadPlan",
+    "FilePiece",
+    "column_types",
+    "ordered_inputs",
+    "plan_arrow_read",
+    "write_with_arrow",
+]
 
 # Rows per Arrow batch read from Parquet: big enough that per-batch Python work vanishes.
 BATCH_ROWS = 65536
@@ -162,6 +170,14 @@ def _read_types(
                 first = types[name]
                 return None, f"column {name!r} is {first} in one file and {dtype} in {path}"
     return types, ""
+
+
+def column_types(
+    files: Sequence[str], names: Sequence[str]
+) -> tuple[dict[str, pa.DataType] | None, str]:
+    """Each named column's type, the same in every file, or (None, why not): for checks beyond
+    the mapping's (`arrow_range`'s ordering columns)."""
+    return _read_types(sorted(files), names)
 
 
 def _is_bytes(dtype: pa.DataType) -> bool:
@@ -398,6 +414,26 @@ def mapped_batches(
             row += batch.num_rows
 
     return checked_records(inputs(), rules, headers=False)
+
+
+def ordered_inputs(
+    task: Sequence[FilePiece], task_index: int, columns: _Columns, ordering: Sequence[str]
+) -> Iterator[pa.RecordBatch]:
+    """Stage 2's input of this task's files with `_kl_order` = (o0, o1, .., pos) over the
+    plain ordering columns `ordering`, the struct the Spark mapping builds (for `arrow_range`,
+    which sorts by it; `map_batch` passes it through)."""
+    row = 0
+    names = list(dict.fromkeys([*columns.names, *ordering]))
+    for batch in _batches(task, names):
+        inputs = _mapping_input(batch, columns, task_index, row)
+        row += batch.num_rows
+        index = inputs.schema.get_field_index(ORDER_COLUMN)
+        pos = inputs.column(index).field("pos")
+        order = pa.StructArray.from_arrays(
+            [*(batch.column(name) for name in ordering), pos],
+            names=[*(f"o{i}" for i in range(len(ordering))), "pos"],
+        )
+        yield inputs.set_column(index, ORDER_COLUMN, order)
 
 
 # ---------------------------------------------------------------------------------------------

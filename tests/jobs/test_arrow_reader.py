@@ -263,8 +263,10 @@ def test_killed_task_leaves_nothing_and_the_rerun_publishes(spark, source, tmp_p
 @pytest.mark.spark
 def test_task_reader_arrow_says_why_it_cannot(spark, source, tmp_path):
     doc = _doc(source["path"], tmp_path / "logs", "arrow")
-    doc["ordering"] = ["event_time"]
-    with pytest.raises(ConfigError, match="task_reader=arrow cannot read this run: it writes in"):
+    doc["ordering"] = ["lower(user)"]  # a plain column would take the arrow range path
+    with pytest.raises(
+        ConfigError, match=r"cannot read this run: ordering\[0\]='lower\(user\)' is not"
+    ):
         _run(spark, doc)
     doc = config_doc(source["path"], tmp_path / "logs", topics=TOPICS, ordering="source")
     doc["source"]["task_reader"] = "arrow"

@@ -1,0 +1,348 @@
+"""The range mode on the arrow task reader (`jobs.ingestion.arrow_range`): the bytes of the Spark
+range mode, the records the oracle expects, Spark's order for nulls/NaN, bounded runs, the
+fall-back with its why, and a killed run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.ingest import run
+from jobs.ingestion import arrow_range as ar
+from jobs.ingestion.arrow_reader import plan_arrow_read
+from jobs.ingestion.config import IngestConfig
+from kafkalog_core.errors import KafkaLogError
+from tests.jobs.ingest_helpers import (
+    SOURCE_SCHEMA,
+    config_doc,
+    expected_records,
+    kp_partition,
+    read_root,
+    snapshot,
+    source_rows,
+    staging_leftovers,
+)
+
+TOPICS = {
+    "events": {"partitions": 3, "config": {"segment.bytes": 6000, "index.interval.bytes": 500}},
+    "other": {"partitions": 2, "config": {"segment.bytes": 6000, "index.interval.bytes": 500}},
+}
+PARTITIONS = {"events": 3, "other": 2}
+NOW_MS = 1_714_521_600_123
+
+
+def _rows() -> list[dict]:
+    """A hot key (most rows in one partition), two topics, ties in event_time; with a float
+    `score` (nulls, NaN, -0.0, 0.0, ties) and a string `name` (nulls, non-ASCII)."""
+    rows = source_rows(300, hot_user="hot", seed=3)
+    rows += source_rows(100, start_id=300, topic="other", seed=4)
+    rng = random.Random(11)
+    for i, row in enumerate(rows):
+        row["score"] = None if i % 9 == 0 else rng.choice([math.nan, -0.0, 0.0, 1.5, -2.0])
+        row["name"] = None if i % 7 == 0 else rng.choice(["", "a", "b", "é", "zz"])
+        row["day"] = None if i % 6 == 0 else dt.date(2024, 5, 1 + rng.randrange(3))
+        row["amount"] = None if i % 10 == 0 else Decimal(rng.randrange(-300, 300)) / 100
+        row["flag"] = None if i % 12 == 0 else rng.random() < 0.5
+        row["raw"] = None if i % 13 == 0 else bytes([rng.choice((0, 1, 200))] * rng.randrange(3))
+        row["small"] = None if i % 8 == 0 else rng.randrange(-3, 3)
+    return rows
+
+
+EXTRA = {
+    "score": pa.float64(),
+    "name": pa.string(),
+    "day": pa.date32(),
+    "amount": pa.decimal128(10, 2),
+    "flag": pa.bool_(),
+    "raw": pa.binary(),
+    "small": pa.int8(),
+}
+SCHEMA = pa.schema([*SOURCE_SCHEMA, *(pa.field(n, t) for n, t in EXTRA.items())])
+
+
+def _write(path: Path, rows: list[dict], files: int = 1) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    per = -(-len(rows) // files)
+    for f in range(files):
+        table = pa.Table.from_pylist(rows[f * per : (f + 1) * per], schema=SCHEMA)
+        pq.write_table(table, path / f"part-{f:03d}.parquet")
+    return path
+
+
+def _doc(src: Path, root: Path, reader: str, ordering=("event_time", "id")) -> dict:
+    doc = config_doc(src, root, topics=TOPICS, ordering=ordering)
+    del doc["mapping"]["headers"]
+    doc["mapping"]["topic"] = {"column": "topic"}
+    doc["source"]["task_reader"] = reader
+    doc["output"]["write_mode"] = "range"
+    return doc
+
+
+def _run(spark, doc: dict, **kw):
+    kw.setdefault("run_id", "r1")
+    return run(spark, IngestConfig.from_dict(doc), now_ms=NOW_MS, out=lambda _: None, **kw)
+
+
+def _no_headers(records: list[tuple]) -> list[tuple]:
+    return [(t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in records]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> dict:
+    rows = _rows()
+    return {"rows": rows, "path": _write(tmp_path_factory.mktemp("src"), rows)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Through Spark: the Spark range mode's bytes
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("tasks, batch_bytes", [(1, 1 << 20), (3, 1)])
+def test_same_bytes_as_the_spark_range_mode(spark, source, tmp_path, tasks, batch_bytes):
+    """A unique ordering and a hot partition split over tasks: the arrow range path writes the
+    Spark range mode's bytes and the oracle's records. (Batches follow task edges in both, at
+    different places: 1-record batches make them comparable with several tasks.)"""
+    roots = {}
+    for reader in ("spark", "arrow"):
+        roots[reader] = tmp_path / reader / "logs"
+        result = _run(
+            spark,
+            _doc(source["path"], roots[reader], reader),
+            tasks=tasks,
+            batch_bytes=batch_bytes,
+        )
+        assert (result.write_mode, result.task_reader) == ("range", reader)
+        assert result.records == len(source["rows"])
+    reference = snapshot(roots["spark"])
+    assert sum(k.endswith(".log") for k in reference) >= 4  # rolls in the hot partition
+    assert snapshot(roots["arrow"]) == reference
+    expected = _no_headers(expected_records(source["rows"], PARTITIONS))
+    assert read_root(roots["arrow"]) == expected
+    assert "sorted runs exchanged through the run's staging" in result.summary
+    assert staging_leftovers(roots["arrow"]) == []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "ordering",
+    [("score",), ("name", "score", "id"), ("day", "amount", "flag", "raw", "small")],
+    ids=["float", "str", "other-types"],
+)
+def test_nulls_and_nan_order_as_in_spark(spark, source, tmp_path, ordering):
+    """Nulls first, NaN greatest, -0.0 tied with 0.0, bytes unsigned (then the source row id:
+    one split, so the same `pos` as Spark's) — the Spark range mode's offsets."""
+    roots = {}
+    for reader in ("spark", "arrow"):
+        roots[reader] = tmp_path / reader / "logs"
+        doc = _doc(source["path"], roots[reader], reader, ordering=ordering)
+        assert _run(spark, doc, tasks=3, batch_bytes=1).task_reader == reader
+    assert snapshot(roots["arrow"]) == snapshot(roots["spark"])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("count", [0, 1])
+def test_no_rows_or_one(spark, source, tmp_path, count):
+    src = _write(tmp_path / "src", source["rows"][:count])
+    result = _run(spark, _doc(src, tmp_path / "logs", "arrow"), tasks=3)
+    assert (result.task_reader, result.records) == ("arrow", count)
+    expected = _no_headers(expected_records(source["rows"][:count], PARTITIONS))
+    assert read_root(tmp_path / "logs") == expected
+
+
+@pytest.mark.spark
+def test_an_expression_ordering_falls_back_to_spark_and_says_why(spark, source, tmp_path):
+    doc = _doc(source["path"], tmp_path / "logs", "auto", ordering=("lower(name)", "id"))
+    result = _run(spark, doc, tasks=2)
+    assert (result.write_mode, result.task_reader) == ("range", "spark")
+    assert result.summary.endswith(
+        "task reader: auto: not the arrow reader, as ordering[0]='lower(name)' is not a plain "
+        "column"
+    )
+    auto = _run(spark, _doc(source["path"], tmp_path / "auto" / "logs", "auto"), tasks=2)
+    assert auto.task_reader == "arrow"  # auto takes it when it qualifies
+
+
+@pytest.mark.spark
+def test_a_killed_run_reruns_to_the_same_bytes(spark, source, tmp_path):
+    reference = tmp_path / "ref" / "logs"
+    _run(spark, _doc(source["path"], reference, "arrow"), tasks=3)
+    root = tmp_path / "logs"
+    with pytest.raises(KafkaLogError, match="injected failure"):
+        _run(spark, _doc(source["path"], root, "arrow"), tasks=3, fail_after_batches=1)
+    assert snapshot(root) == {}
+    left = staging_leftovers(root)
+    assert any(p.endswith(".arrow") for p in left)  # the killed run's sorted runs
+    assert _run(spark, _doc(source["path"], root, "arrow"), tasks=3).records == len(source["rows"])
+    assert snapshot(root) == snapshot(reference)
+    assert staging_leftovers(root) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Task side, without Spark
+
+
+def _plan(tmp_path: Path, src: Path, ordering=("score", "name", "id"), chunk_rows=ar.CHUNK_ROWS):
+    config = IngestConfig.from_dict(_doc(src, tmp_path / "logs", "arrow", ordering=ordering))
+    files = sorted(str(p) for p in src.glob("*.parquet"))
+    read, why = plan_arrow_read(replace(config, ordering=()), files)
+    assert read is not None, why
+    plan, why = ar.plan_arrow_range(read, config, files)
+    assert plan is not None, why
+    return ar.ArrowRangePlan(plan.read, plan.ordering, plan.floating, chunk_rows)
+
+
+def _python_key(row: dict, ordering) -> tuple:
+    """The Spark order written independently: nulls first, NaN greatest, -0.0 == 0.0."""
+
+    def rank(v):
+        if v is None:
+            return (0, 0)
+        if isinstance(v, float) and math.isnan(v):
+            return (2, 0)
+        return (1, v)
+
+    return tuple(rank(row[name]) for name in ordering)
+
+
+def test_runs_are_bounded_sorted_and_ranges_cover_every_row_once(source, tmp_path):
+    """Small chunks: the split is written as ceil(rows / chunk) runs (never held whole), each
+    sorted; the ranges between picked bounds hold every record once, in the sorted order."""
+    src = _write(tmp_path / "src", source["rows"], files=2)
+    plan = _plan(tmp_path, src, chunk_rows=37)
+    runs, samples = [], []
+    for split in range(len(plan.read.tasks)):
+        directory = tmp_path / f"x{split}"
+        directory.mkdir()
+        out = ar.sort_runs(plan, split, directory)
+        rows = sum(r.rows for r in out.runs)
+        assert len(out.runs) == -(-rows // 37) == len(list(directory.iterdir()))
+        assert max(r.rows for r in out.runs) == 37
+        assert all(r.first < r.last for r in out.runs)
+        runs += out.runs
+        samples += out.samples
+    assert sum(r.rows for r in runs) == sum(w for _, w in samples) == len(source["rows"])
+    bounds = ar.pick_bounds(samples, 4)
+    assert len(bounds) == 3 and bounds == sorted(bounds)
+    edges = [None, *bounds, None]
+    got, hot = [], 0
+    hot_partition = kp_partition(b"hot", PARTITIONS["events"])
+    for lower, upper in zip(edges, edges[1:], strict=False):
+        batches = list(ar.range_batches(runs, lower, upper, plan))
+        assert batches and all(b.num_rows <= ar.BATCH_ROWS for b in batches)
+        share = pa.Table.from_batches(batches).to_pylist()
+        assert abs(len(share) - len(source["rows"]) / 4) < 37  # balanced within a sample step
+        hot += any((r["topic"], r["partition"]) == ("events", hot_partition) for r in share)
+        got += share
+    assert hot >= 2  # the hot partition spans several ranges
+    ordering = ("score", "name", "id")
+    expected = sorted(
+        (
+            (r["topic"], kp_partition(r["user"].encode(), PARTITIONS[r["topic"]])),
+            _python_key(r, ordering),
+            r["payload"],
+            int(r["event_time"].timestamp() * 1000),
+        )
+        for r in source["rows"]
+    )
+    assert [((g["topic"], g["partition"]), g["value"], g["timestamp"]) for g in got] == [
+        (tp, value, ts) for tp, _, value, ts in expected
+    ]
+
+
+def test_pick_bounds_balances_rows_by_weight():
+    samples = [((i,), 10) for i in range(100)]
+    random.Random(1).shuffle(samples)
+    assert ar.pick_bounds(samples, 4) == [(24,), (49,), (74,)]
+    # one heavy key takes a quantile of its own; no repeated bounds, no empty last task
+    heavy = [((0,), 1), ((1,), 1000), ((2,), 1)]
+    assert ar.pick_bounds(heavy, 5) == [(1,)]
+    assert ar.pick_bounds([], 3) == []
+
+
+def test_the_sort_puts_nulls_first_and_nan_last():
+    values = [1.5, math.nan, None, -0.0, 0.0, -2.0, None, math.nan]
+    table = pa.table(
+        {
+            "topic": ["t"] * len(values),
+            "partition": pa.array([0] * len(values), pa.int32()),
+            "_kl_o0": pa.array(values, pa.float64()),
+            ar.POS: pa.array(np.arange(len(values))[::-1].copy()),
+        }
+    )
+    plan = ar.ArrowRangePlan(None, ("score",), (True,))  # type: ignore[arg-type]
+    order = ar._sort_order(table, plan).to_pylist()
+    ranked = [table.column(ar.POS)[i].as_py() for i in order]
+    # nulls (pos 1, 5), -2.0 (2), the tied zeros by pos (3, 4), 1.5 (7), NaN (0, 6)
+    assert ranked == [1, 5, 2, 3, 4, 7, 0, 6]
+    keys = ar._keys(table, np.array(order), plan)
+    assert keys == sorted(keys)  # Python's comparison of keys agrees (binary search, bounds)
+    assert ar._count_at_most(table.take(pa.array(order)), keys[4], plan) == 5
+
+
+def test_pyarrows_sort_and_the_python_keys_agree_for_every_type(source):
+    """The binary search and the bounds compare keys in Python; the runs are sorted by pyarrow:
+    both orders must be the same for every type the plan accepts."""
+    rows = source["rows"]
+    for name, dtype in EXTRA.items():
+        table = pa.table(
+            {
+                "topic": [r["topic"] for r in rows],
+                "partition": pa.array([r["part"] for r in rows], pa.int32()),
+                "_kl_o0": pa.array([r[name] for r in rows], dtype),
+                ar.POS: pa.array(np.arange(len(rows))[::-1].copy()),
+            }
+        )
+        assert ar._sortable(dtype)
+        plan = ar.ArrowRangePlan(None, (name,), (pa.types.is_floating(dtype),))  # type: ignore[arg-type]
+        order = ar._sort_order(table, plan).to_pylist()
+        keys = ar._keys(table, np.array(order), plan)
+        assert keys == sorted(keys), name
+        independent = sorted(
+            (r["topic"], r["part"], _python_key(r, (name,))[0], len(rows) - 1 - i)
+            for i, r in enumerate(rows)
+        )
+        assert [k[3] for k in independent] == [k[-1] for k in keys], name
+
+
+def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
+    """A source already in order (one partition, ordering by id): the runs are disjoint, so a
+    write task opens only its own few, not every run."""
+    rows = [dict(r, part=0) for r in source_rows(370)]
+    src = _write(tmp_path / "src", [dict(r, **dict.fromkeys(EXTRA)) for r in rows], files=2)
+    doc = _doc(src, tmp_path / "logs", "arrow", ordering=("id",))
+    doc["mapping"]["partition"] = {"column": "part"}
+    config = IngestConfig.from_dict(doc)
+    files = sorted(str(p) for p in src.glob("*.parquet"))
+    read, _ = plan_arrow_read(replace(config, ordering=()), files)
+    plan, why = ar.plan_arrow_range(read, config, files)
+    assert plan is not None, why
+    plan = replace(plan, chunk_rows=37)
+    runs, samples = [], []
+    for split in range(len(read.tasks)):
+        (tmp_path / f"x{split}").mkdir()
+        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
+        runs += out.runs
+        samples += out.samples
+    assert len(runs) == 10
+    opened = []
+    real = ar._open_run
+    monkeypatch.setattr(ar, "_open_run", lambda path: opened.append(path) or real(path))
+    bounds = ar.pick_bounds(samples, 5)
+    edges = [None, *bounds, None]
+    ids = []
+    for lower, upper in zip(edges, edges[1:], strict=False):
+        opened.clear()
+        for batch in ar.range_batches(runs, lower, upper, plan):
+            ids += [r["value"] for r in batch.to_pylist()]
+        assert 1 <= len(opened) <= 3
+    assert ids == [r["payload"] for r in rows]
