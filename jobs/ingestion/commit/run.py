@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.ingestion.commit.place import place_ranges
 from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interrupted_publish
-from jobs.ingestion.commit.staging import TaskManifest, place_ranges
+from jobs.ingestion.commit.staging import TaskManifest
 from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.history import IngestHistory
 from jobs.ingestion.lock import RunLock
