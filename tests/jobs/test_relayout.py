@@ -70,16 +70,18 @@ def _segment_files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def _one_writer(directory: Path, config: LogConfig, rows: pa.Table, published=None) -> dict:
+def _one_writer(
+    directory: Path, config: LogConfig, rows: pa.Table, published=None, batch_bytes=BATCH_BYTES
+) -> dict:
     """One PartitionLog encoding all `rows` in one call (continuing a copy of `published`, as
-    a broker reopens it); its segment files."""
+    a broker reopens it), batches of `batch_bytes` at most; its segment files."""
     if published is not None:
         shutil.copytree(published, directory)
         log = PartitionLog.open(directory, config, had_clean_shutdown=True, leader_epoch=0)
     else:
         log = PartitionLog.create(directory, config, leader_epoch=0)
     log.append_records(
-        rows.select(["key", "value", "timestamp"]), now_ms=NOW, max_batch_bytes=BATCH_BYTES
+        rows.select(["key", "value", "timestamp"]), now_ms=NOW, max_batch_bytes=batch_bytes
     )
     log.close(fsync=False)
     return _segment_files(directory)
