@@ -15,6 +15,11 @@ encoder's split of a record depends only on it and those records, so every chunk
 single encode of the whole range exactly: a range's staged bytes equal the engine's single append
 of the same records, however many chunks it takes.
 
+Across tasks the same holds through the relayout: a range that may continue an earlier task's
+is staged as its rows (`record_share.RecordShareWriter`), and a range a later one may continue
+keeps its last batch's rows and their context (its carry), so the relayout continues the
+encode exactly where one writer would (`jobs.ingestion.relayout`).
+
 Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 """
 
