@@ -157,7 +157,6 @@ class RangeWriter:
         self.max_timestamp = -1
         self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
-        self.sync = True  # start the disk writing what it staged, chunk by chunk
         # keep the last batch's rows for a later record share (`record_share.save_carry`)
         self.keep_carry = False
         self.carry_at: int | None = None  # the last batch's position in the last .log
@@ -211,8 +210,7 @@ class RangeWriter:
         if keep > 0:
             written = head(encoded, keep)
             self.log.append_batches(written)
-            if self.sync:
-                self.log.start_writeback()  # the disk works while later chunks are encoded
+            self.log.start_writeback()  # the disk works while later chunks are encoded
             self.records += int(written.record_counts.sum())
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
         if final and self.keep_carry:
