@@ -18,18 +18,19 @@ How a run goes (every step before "publish" touches only the run's staging area)
 4. One write pass, no counting pass (`OnePassPlan`, `mapInArrow` -> `write_task` /
    `write_task_direct`): each task drives the core's PartitionLog in its attempt's own staging
    dir and returns manifests. A share that surely starts its partition is written in place from
-   the log end offset (continuing the published last segment); any other share is staged from
-   offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
-   partition of a task after the first may. With the arrow task reader
+   the log end offset (continuing the published last segment); a share that may continue an
+   earlier task's is staged as its rows (`record_share`), not encoded. range: a task's first
+   partition may continue earlier tasks' ranges; direct: every partition of a task after the
+   first may. With the arrow task reader
    (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
    plain-column mappings, direct mode) the tasks read the files themselves with pyarrow; in
    the range mode with a plain-column ordering they sort runs into the run's staging instead of
    Spark's shuffle and the write tasks read their ranges from them (`arrow_range`).
-5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
-   base-offset patch per batch, or a continuation of the published last segment). A partition
-   staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
-   (`jobs.ingestion.relayout`, one Spark task per such partition), so its segment count follows
-   its bytes, not the split count.
+5. The driver gives the staged shares their offsets in task order (`commit.place_ranges`).
+   A partition staged in several shares (splits, tasks) is encoded as one writer encodes it
+   (`jobs.ingestion.relayout`: the first share's last batch is cut and its rows, then every
+   record share's, go through the single writer's encoder; at most one Spark task per core), so
+   its batches, bytes and segment count do not depend on the split or task count.
 6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
