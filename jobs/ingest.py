@@ -21,8 +21,8 @@ How a run goes (every step before "publish" touches only the run's staging area)
    the log end offset (continuing the published last segment); any other share is staged from
    offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
    partition of a task after the first may. With the arrow task reader
-   (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
-   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow.
+   (`jobs.ingestion.arrow_reader`: Parquet paths and tables, delta-rs files, local or on a store
+   pyarrow opens, plain-column mappings, direct mode) the tasks read the files with pyarrow.
 5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
    base-offset patch per batch, or a continuation of the published last segment). A partition
    staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from jobs.ingestion.arrow_mapping import checked_records
 from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
+from jobs.ingestion.arrow_sources import source_files
 from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
@@ -199,14 +200,13 @@ def _arrow_read_plan(
     if config.write_mode == "range" or config.ordering or tasks is not None:
         why = "it writes in the direct mode (source order, no --tasks, write_mode not range)"
     else:
-        files, partition_columns = _source_files(spark, config, source)
-        if files is None:
-            why = "the source is not a Parquet path or a Delta table read through delta-rs"
-        else:
+        found = source_files(spark, config, source)
+        why = found.why
+        if found.files is not None:
             plan, why = plan_arrow_read(
                 config,
-                files,
-                partition_columns=partition_columns,
+                found.files,
+                partition_columns=found.partition_columns,
                 max_split_bytes=_max_split_bytes(spark),
             )
         if plan is not None:
@@ -218,33 +218,6 @@ def _arrow_read_plan(
     if plan is not None:
         return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
     return None, f"{wanted}: not the arrow reader, as {why}"
-
-
-def _source_files(
-    spark: SparkSession, config: IngestConfig, source: SourceRead
-) -> tuple[list[str] | None, tuple[str, ...]]:
-    """The data files Spark would read and partition columns: decoded local paths or URIs
-    (`source_fs`); a Delta table named by a file: URI keeps that scheme for its files."""
-    from urllib.parse import unquote
-
-    from jobs.spark.delta import load_snapshot
-    from jobs.spark.sources import delta_reader_for
-
-    spec = config.source
-    if spec.format == "parquet":
-        return [unquote(f) for f in source.df.inputFiles()], ()
-    if (
-        spec.format == "delta"
-        and spec.path is not None
-        and spec.since_version is None
-        and delta_reader_for(spark, spec) == "delta-rs"
-    ):
-        snapshot = load_snapshot(str(spec.path), version=source.version)
-        files = [f.uri for f in snapshot.files]
-        if str(spec.path).lower().startswith("file:"):  # snapshot: absolute local paths
-            files = ["file://" + f if f.startswith("/") else f for f in files]
-        return files, snapshot.partition_columns
-    return None, ()
 
 
 def _max_split_bytes(spark: SparkSession) -> int:
