@@ -207,6 +207,7 @@ def _arrow_read_plan(
                 config,
                 found.files,
                 partition_columns=found.partition_columns,
+                partitions=found.partitions,
                 max_split_bytes=_max_split_bytes(spark),
             )
         if plan is not None:

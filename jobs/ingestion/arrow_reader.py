@@ -22,7 +22,8 @@ What qualifies (`plan_arrow_read` says why not, otherwise):
   and/or named values that are a column name (string or binary) or a plain 'string literal'
   (`arrow_mapping.headers_column` builds them as the Spark mapping does); no reject path;
 - the columns have the same type in every file, and none is a partition column (Delta's or the
-  table's: its values live in the file paths, not in the files).
+  table's: its values live in the file paths, not in the files) unless its values are supplied
+  (`arrow_sources.PathPartitions`: a table's string and integer ones, parsed from the paths).
 
 Source order is the files' path order (the order Delta's snapshot and `inputFiles` give after
 sorting), then row order within a file. A task holds consecutive files (or row groups of a large
@@ -49,6 +50,7 @@ from jobs.ingestion.arrow_mapping import (
     mapping_input,
     no_headers,
 )
+from jobs.ingestion.arrow_sources import PathPartitions
 from jobs.ingestion.config import FieldMapping, HeadersMapping, IngestConfig
 from jobs.ingestion.mapping import (
     MappingRules,
@@ -94,6 +96,8 @@ class FilePiece:
 
     path: str  # a plain local path or a URI (`source_fs`): a string, never a file system
     row_groups: tuple[int, ...] | None = None  # None: every row group
+    # a table's partition columns the mapping reads: (name, value), the same for every row
+    partition_values: tuple[tuple[str, pa.Scalar], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,10 +263,12 @@ def plan_arrow_read(
     files: Sequence[str],
     *,
     partition_columns: Sequence[str] = (),
+    partitions: PathPartitions | None = None,
     max_split_bytes: int = 128 << 20,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
-    or (None, why not) when the run does not qualify (see the module docstring)."""
+    or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
+    the values of partition columns the tasks can supply (a table's, from its paths)."""
     source, m = config.source, config.mapping
     if source.format not in ("parquet", "delta", "table"):
         return None, f"source format {source.format}"
@@ -310,13 +316,17 @@ def plan_arrow_read(
         header_values=header_values,
     )
     names = columns.names
-    shadowed = sorted(set(names) & set(partition_columns))
+    supplied = sorted(set(names) & set(partitions.types if partitions is not None else ()))
+    shadowed = sorted(set(names) & set(partition_columns) - set(supplied))
     if shadowed:
         kind = "Delta" if source.format == "delta" else "table"
         return None, f"the mapping reads {kind} partition column(s) {shadowed}"
-    types, why = _read_types(sources, names, nested=[headers] if headers else [])
+    in_files = [n for n in names if n not in supplied]
+    types, why = _read_types(sources, in_files, nested=[headers] if headers else [])
     if types is None:
         return None, why
+    if partitions is not None:
+        types.update({n: partitions.types[n] for n in supplied})
     if m.topic.column is not None and not _is_text(types[m.topic.column]):
         return None, "the topic column is not a string column"
     header_columns = [c for _, c, _ in header_values if c is not None]
@@ -338,8 +348,23 @@ def plan_arrow_read(
         kind, factor = planned
     if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
         return None, f"partition column {m.partition.column!r} is not a signed integer"
+    tasks = pack_tasks(sources, max_split_bytes)
+    if supplied:
+        assert partitions is not None
+        tasks = tuple(
+            tuple(
+                replace(
+                    p,
+                    partition_values=tuple(
+                        (n, v) for n, v in partitions.values[p.path] if n in supplied
+                    ),
+                )
+                for p in task
+            )
+            for task in tasks
+        )
     return ArrowReadPlan(
-        pack_tasks(sources, max_split_bytes),
+        tasks,
         replace(columns, timestamp_kind=kind, timestamp_factor=factor),
         mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
@@ -401,6 +426,7 @@ def _batches(
     for piece in task:
         fs, path = open_file_system(piece.path)
         groups = None if piece.row_groups is None else list(piece.row_groups)
+        constant = dict(piece.partition_values)
         with pq.ParquetFile(
             path,
             filesystem=fs,
@@ -408,9 +434,15 @@ def _batches(
             pre_buffer=False,
             coerce_int96_timestamp_unit="us",  # as `_read_types` plans them
         ) as parquet:
-            yield from parquet.iter_batches(
-                batch_size=rows, row_groups=groups, columns=list(names), use_threads=False
-            )
+            for batch in parquet.iter_batches(
+                batch_size=rows,
+                row_groups=groups,
+                columns=[n for n in names if n not in constant],
+                use_threads=False,
+            ):
+                for name, value in constant.items():  # as Spark adds a table's partitions
+                    batch = batch.append_column(name, pa.repeat(value, batch.num_rows))
+                yield batch
 
 
 def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:

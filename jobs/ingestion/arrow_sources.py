@@ -5,15 +5,22 @@ and a Parquet catalog table's come from Spark (`inputFiles`), a Delta table read
 delta-rs from its pinned snapshot. A catalog table qualifies when the catalog says its files are
 Parquet: a datasource table (`saveAsTable(format="parquet")`, `CREATE TABLE ... USING parquet`)
 or a Hive-format table whose input format is Parquet's. Its partition columns (from the catalog)
-are not in the files but in the directory names; `plan_arrow_read` refuses mappings that read
-them. Views, temporary views and other providers (csv, json, delta, ...) keep the Spark reader.
+are not in the files but in the directory names (`col=value`, escaped as Spark escapes them):
+string and integer ones are parsed from there (`PathPartitions`), and the tasks add them to the
+rows as Spark does; a table with other partition types, or files outside `col=value`
+directories (custom partition locations), has none supplied, and `plan_arrow_read` refuses
+mappings that read them. Views, temporary views and other providers (csv, json, delta, ...)
+keep the Spark reader.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
+
+import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,7 +28,26 @@ if TYPE_CHECKING:
     from jobs.ingestion.config import IngestConfig
     from jobs.spark.sources import SourceRead
 
-__all__ = ["CatalogTable", "SourceFiles", "catalog_table", "source_files"]
+__all__ = ["CatalogTable", "PathPartitions", "SourceFiles", "catalog_table", "source_files"]
+
+# The partition column types whose values the tasks parse from the paths, as Spark types them.
+PATH_TYPES = {
+    "string": pa.string(),
+    "tinyint": pa.int8(),
+    "smallint": pa.int16(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+}
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the directory name of a null (or empty) value
+
+
+@dataclass(frozen=True)
+class PathPartitions:
+    """A table's partition columns as the tasks supply them: their types and, per file, each
+    column's value (a typed scalar) from the file's path."""
+
+    types: dict[str, pa.DataType]
+    values: dict[str, tuple[tuple[str, pa.Scalar], ...]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +57,7 @@ class SourceFiles:
     files: list[str] | None
     partition_columns: tuple[str, ...] = ()
     why: str = ""
+    partitions: PathPartitions | None = None  # their values, when the paths give them
 
 
 @dataclass(frozen=True)
@@ -42,6 +69,7 @@ class CatalogTable:
     provider: str
     input_format: str
     partition_columns: tuple[str, ...]
+    partition_types: tuple[str, ...] = ()  # Spark's simple type names
 
     @property
     def parquet(self) -> bool:
@@ -60,13 +88,54 @@ def catalog_table(spark: SparkSession, name: str) -> CatalogTable:
         row.col_name: (row.data_type or "").strip()
         for row in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
     }
-    partitions = tuple(c.name for c in spark.catalog.listColumns(name) if c.isPartition)
+    partitions = [c for c in spark.catalog.listColumns(name) if c.isPartition]
     return CatalogTable(
         kind=details.get("Type", ""),
         provider=details.get("Provider", ""),
         input_format=details.get("InputFormat", ""),
-        partition_columns=partitions,
+        partition_columns=tuple(c.name for c in partitions),
+        partition_types=tuple(c.dataType for c in partitions),
     )
+
+
+def _path_value(text: str, dtype: pa.DataType) -> pa.Scalar | None:
+    """A partition value from its directory name as Spark reads it, or None if not parseable."""
+    text = unquote(text)
+    if text == HIVE_NULL:
+        return pa.scalar(None, dtype)
+    if pa.types.is_string(dtype):
+        return pa.scalar(text, dtype)
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):  # Python's int() takes more than Spark's cast
+        return None
+    try:
+        return pa.scalar(int(text), dtype)  # out of range: OverflowError / ArrowInvalid
+    except (ValueError, OverflowError, pa.ArrowInvalid):
+        return None
+
+
+def _path_partitions(table: CatalogTable, files: list[str]) -> PathPartitions | None:
+    """Each file's partition values from its `col=value` directories (None: not all of them)."""
+    types = {
+        c: PATH_TYPES.get(t)
+        for c, t in zip(table.partition_columns, table.partition_types, strict=True)
+    }
+    if not types or None in types.values():
+        return None
+    count = len(types)
+    values: dict[str, tuple[tuple[str, pa.Scalar], ...]] = {}
+    for f in files:
+        parsed = []
+        segments = f.split("/")[-1 - count : -1]
+        if len(segments) != count:
+            return None
+        for (column, dtype), segment in zip(types.items(), segments, strict=True):
+            key, sep, text = segment.partition("=")
+            value = _path_value(text, dtype) if sep and key == column else None
+            if value is None:
+                return None
+            parsed.append((column, value))
+        values[f] = tuple(parsed)
+    return PathPartitions(dict(types), values)  # type: ignore[arg-type]
 
 
 def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFiles:
@@ -81,7 +150,7 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
             stored = f"hive, input format {table.input_format or 'unknown'}"
         return SourceFiles(None, why=f"table {name} is not stored as Parquet (provider {stored})")
     files = [unquote(f) for f in source.df.inputFiles()]
-    return SourceFiles(files, table.partition_columns)
+    return SourceFiles(files, table.partition_columns, partitions=_path_partitions(table, files))
 
 
 def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) -> SourceFiles:

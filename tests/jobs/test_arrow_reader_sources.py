@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.ingest import run
+from jobs.ingestion.arrow_sources import HIVE_NULL, CatalogTable, _path_partitions
 from jobs.ingestion.config import IngestConfig
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
@@ -104,7 +105,7 @@ def one_split(spark):
         spark.conf.set(key, old)
 
 
-def test_a_partitioned_table_is_read_by_the_tasks_unless_the_mapping_reads_its_partitions(
+def test_a_partitioned_table_is_read_by_the_tasks_with_its_partition_values(
     spark, tmp_path, database, one_split
 ):
     rows = source_rows(300)
@@ -122,13 +123,38 @@ def test_a_partitioned_table_is_read_by_the_tasks_unless_the_mapping_reads_its_p
     assert snapshot(arrow_root) == snapshot(plain_root)
     assert read_root(arrow_root) == expected_records(rows, PARTITIONS, in_order=True)
 
-    by_part = _run(spark, _doc(name, tmp_path / "b" / "logs", partition={"column": "part"}))
-    assert by_part.task_reader == "spark" and by_part.records == 300
-    assert by_part.summary.endswith(
-        "task reader: auto: not the arrow reader, as the mapping reads table partition "
-        "column(s) ['part']"
-    )
-    assert sorted({r[1] for r in read_root(tmp_path / "b" / "logs")}) == [0, 1, 2]
+    # the partition column from the paths (part=0, ...), as Spark adds it to the rows
+    runs = _both(spark, tmp_path / "b", name, partition={"column": "part"})
+    (arrow, arrow_root), (plain, plain_root) = runs["arrow"], runs["spark"]
+    assert (arrow.task_reader, plain.task_reader) == ("arrow", "spark")
+    assert snapshot(arrow_root) == snapshot(plain_root)
+    got = read_root(arrow_root)
+    assert [len([r for r in got if r[1] == p]) for p in range(3)] == [160, 90, 50]
+
+
+def test_partition_values_are_parsed_from_the_paths_as_spark_reads_them():
+    table = CatalogTable("MANAGED", "parquet", "", ("day", "n"), ("string", "int"))
+    files = [
+        "/w/t/day=2024-05-01/n=7/a.parquet",
+        "file:///w/t/day=a%2Fb%3D/n=-3/b.parquet",  # as Spark escapes a/b= in a path
+        f"/w/t/day={HIVE_NULL}/n={HIVE_NULL}/c.parquet",
+    ]
+    found = _path_partitions(table, files)
+    assert found is not None and found.types == {"day": pa.string(), "n": pa.int32()}
+    assert {f: [(c, v.as_py()) for c, v in vs] for f, vs in found.values.items()} == {
+        files[0]: [("day", "2024-05-01"), ("n", 7)],
+        files[1]: [("day", "a/b="), ("n", -3)],
+        files[2]: [("day", None), ("n", None)],
+    }
+    for other in (
+        "/w/custom/place/a.parquet",  # a partition at a custom location: no values
+        "/w/t/day=x/n=1_000/a.parquet",  # not an int to Spark
+        "/w/t/day=x/n=4294967296/a.parquet",  # beyond int
+        "/w/t/n=1/day=x/a.parquet",
+    ):
+        assert _path_partitions(table, [files[0], other]) is None, other
+    dated = CatalogTable("MANAGED", "parquet", "", ("day",), ("date",))
+    assert _path_partitions(dated, ["/w/t/day=2024-05-01/a.parquet"]) is None
 
 
 def test_other_tables_keep_the_spark_reader_and_say_why(spark, tmp_path, database):
