@@ -272,7 +272,10 @@ def test_task_reader_arrow_says_why_it_cannot(spark, source, tmp_path):
         _run(spark, doc)
     doc = config_doc(source["path"], tmp_path / "logs", topics=TOPICS, ordering="source")
     doc["source"]["task_reader"] = "arrow"
-    with pytest.raises(ConfigError, match="cannot read this run: headers are mapped"):
+    doc["mapping"]["headers"]["values"] = {"src": "upper(user)"}
+    with pytest.raises(
+        ConfigError, match="cannot read this run: mapping.headers.values.src is an expression"
+    ):
         _run(spark, doc)
 
 
@@ -328,7 +331,7 @@ def test_plan_says_why_a_run_does_not_qualify(tmp_path):
         plan, why = plan_arrow_read(config, files)
         assert plan is None and why.startswith(reason), (reason, why)
     plan, why = plan_arrow_read(_config(tmp_path), [good], partition_columns=("user",))
-    assert plan is None and "Delta partition column(s) ['user']" in why
+    assert plan is None and "reads table partition column(s) ['user']" in why
 
 
 def test_pack_tasks_keeps_path_order_and_splits_big_files_at_row_groups(tmp_path):
