@@ -82,6 +82,7 @@ EXCHANGE_KEY = "exchange"  # stage 1's staging dirs: <run staging>/exchange-<spl
 RUN_FILE = "run-{:05d}.arrow"
 POS = "_kl_pos"
 WRITTEN = ("topic", "partition", "key", "value", "timestamp")
+HEADERS = "headers"  # written too when the mapping has headers
 _PLAIN = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)$")
 
 Key = tuple[Any, ...]  # (topic, partition, (rank, o0), .., pos), ordered as Spark sorts
@@ -245,10 +246,16 @@ def _run_columns(mapped: pa.RecordBatch, plan: ArrowRangePlan) -> pa.RecordBatch
     """A mapped batch as a run holds it: the written columns, the ordering values, pos."""
     order = mapped.column(ORDER_COLUMN)
     fields = [order.field(i) for i in range(len(plan.ordering))]
+    written = _written(mapped.schema)
     return pa.RecordBatch.from_arrays(
-        [*(mapped.column(n) for n in WRITTEN), *fields, order.field("pos")],
-        names=[*WRITTEN, *plan.order_columns, POS],
+        [*(mapped.column(n) for n in written), *fields, order.field("pos")],
+        names=[*written, *plan.order_columns, POS],
     )
+
+
+def _written(schema: pa.Schema) -> list[str]:
+    """The record columns a run holds: `WRITTEN`, and the headers when they are mapped."""
+    return [*WRITTEN, HEADERS] if HEADERS in schema.names else list(WRITTEN)
 
 
 def _write_run(rows: pa.Table, path: Path, plan: ArrowRangePlan) -> tuple[Run, list]:
@@ -345,7 +352,7 @@ def range_batches(
     if not pieces:
         return
     combined = pa.concat_tables(pieces)
-    records = combined.select(list(WRITTEN))
+    records = combined.select(_written(combined.schema))
     if len(pieces) == 1:  # a run is sorted already
         yield from records.to_batches(max_chunksize=BATCH_ROWS)
         return
