@@ -46,14 +46,16 @@ def sources(tmp_path_factory) -> dict:
     return two_sources(tmp_path_factory.mktemp("incr"), N_A, N_B, files=2)
 
 
-def _config(path, root) -> IngestConfig:
-    return IngestConfig.from_dict(config_doc(path, root, topics=TOPICS))
+def _config(path, root, task_reader: str = "auto") -> IngestConfig:
+    doc = config_doc(path, root, topics=TOPICS)
+    doc["source"]["task_reader"] = task_reader
+    return IngestConfig.from_dict(doc)
 
 
-def _run(spark, path, root, run_id, **kw):
+def _run(spark, path, root, run_id, task_reader: str = "auto", **kw):
     return run(
         spark,
-        _config(path, root),
+        _config(path, root, task_reader),
         run_id=run_id,
         batch_bytes=BATCH_BYTES,
         out=lambda _: None,
@@ -179,12 +181,14 @@ def test_killed_task_leaves_nothing_visible_and_a_rerun_publishes_once(spark, so
     root = tmp_path / "logs"
     _run(spark, sources["path_a"], root, "a1")
     before = snapshot(root)
+    # Spark's reader, in small Arrow batches, so the kill lands mid-write (the arrow range
+    # path's kills are tests/jobs/test_arrow_range.py's)
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     old = spark.conf.get(key)
     spark.conf.set(key, "25")
     try:
         with pytest.raises(KafkaLogError) as info:
-            _run(spark, sources["path_b"], root, "b1", fail_after_batches=4, tasks=2)
+            _run(spark, sources["path_b"], root, "b1", fail_after_batches=4, tasks=2, task_reader="spark")
     finally:
         spark.conf.set(key, old)
     assert "injected failure" in str(info.value) and "\n" not in str(info.value)
@@ -211,7 +215,7 @@ def test_killed_first_run_leaves_an_empty_root(spark, sources, tmp_path):
     spark.conf.set(key, "30")
     try:
         with pytest.raises(KafkaLogError, match="injected failure"):
-            _run(spark, sources["path_a"], root, "a1", fail_after_batches=5, tasks=2)
+            _run(spark, sources["path_a"], root, "a1", fail_after_batches=5, tasks=2, task_reader="spark")
     finally:
         spark.conf.set(key, old)
     assert list(root.iterdir()) == []
