@@ -188,7 +188,15 @@ def test_killed_task_leaves_nothing_visible_and_a_rerun_publishes_once(spark, so
     spark.conf.set(key, "25")
     try:
         with pytest.raises(KafkaLogError) as info:
-            _run(spark, sources["path_b"], root, "b1", fail_after_batches=4, tasks=2, task_reader="spark")
+            _run(
+                spark,
+                sources["path_b"],
+                root,
+                "b1",
+                fail_after_batches=4,
+                tasks=2,
+                task_reader="spark",
+            )
     finally:
         spark.conf.set(key, old)
     assert "injected failure" in str(info.value) and "\n" not in str(info.value)
@@ -215,7 +223,15 @@ def test_killed_first_run_leaves_an_empty_root(spark, sources, tmp_path):
     spark.conf.set(key, "30")
     try:
         with pytest.raises(KafkaLogError, match="injected failure"):
-            _run(spark, sources["path_a"], root, "a1", fail_after_batches=5, tasks=2, task_reader="spark")
+            _run(
+                spark,
+                sources["path_a"],
+                root,
+                "a1",
+                fail_after_batches=5,
+                tasks=2,
+                task_reader="spark",
+            )
     finally:
         spark.conf.set(key, old)
     assert list(root.iterdir()) == []
