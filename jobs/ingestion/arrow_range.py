@@ -266,6 +266,19 @@ def _ranks(column: pa.ChunkedArray, values: list) -> tuple[np.ndarray, np.ndarra
     return ranks[0].to_numpy().astype(np.int64), ranks[1].to_numpy().astype(np.int64)
 
 
+def _topic_ranks(column: pa.ChunkedArray, topics: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A run's topic column and `topics` as their ranks among the topics of both: the column is
+    sorted, so its few runs of equal topics are ranked (no hashing or search of every row)."""
+    encoded = [pc.run_end_encode(chunk) for chunk in column.chunks]
+    names = [e.values.to_pylist() for e in encoded]
+    rank = {t: i for i, t in enumerate(sorted({*topics, *(t for n in names for t in n)}))}
+    ranks = [
+        np.repeat([rank[t] for t in n], np.diff(e.run_ends.to_numpy(), prepend=0))
+        for e, n in zip(encoded, names, strict=True)
+    ]
+    return np.concatenate([np.zeros(0, np.int64), *ranks]), np.array([rank[t] for t in topics])
+
+
 def _ordering_fields(
     column: pa.ChunkedArray, bound: list[tuple], floating: bool
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -293,14 +306,10 @@ def _ordering_fields(
     return [(kind, probe_kind), (values, probe)]
 
 
-def _counts_at_most(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan) -> np.ndarray:
-    """How many rows of a sorted run have a key <= each of `bounds`, all found by one vectorized
-    search: the run's keys and the bounds become numpy structured arrays whose field-by-field
-    order is the keys' (the topic as its rank), so `np.searchsorted` finds every bound at once
-    instead of a Python probe per step of a binary search."""
-    if not bounds:
-        return np.zeros(0, np.int64)
-    topics = _ranks(table.column("topic"), [b[0] for b in bounds])
+def _key_arrays(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan) -> tuple:
+    """The keys of `table`'s rows and `bounds` as numpy structured arrays whose field-by-field
+    order is the keys' order (the topic as its rank, ordering values as `_ordering_fields`)."""
+    topics = _topic_ranks(table.column("topic"), [b[0] for b in bounds])
     partition = table.column("partition").to_numpy()
     fields = [topics, (partition, np.array([b[1] for b in bounds], partition.dtype))]
     for i, (name, floating) in enumerate(zip(plan.order_columns, plan.floating, strict=True)):
@@ -312,7 +321,44 @@ def _counts_at_most(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan
     for i, (run, probe) in enumerate(fields):
         keys[f"f{i}"] = run
         probes[f"f{i}"] = probe
-    return np.searchsorted(keys, probes, side="right")
+    return keys, probes
+
+
+def _rows_of(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """`rows` (ascending) of `table`, taken batch by batch: a take over a column of many chunks
+    would first concatenate its chunks, i.e. read every key of the run."""
+    parts, start = [], 0
+    for batch in table.to_batches():
+        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+        if hi > lo:
+            parts.append(batch.take(pa.array(rows[lo:hi] - start)))
+        start += batch.num_rows
+    return pa.Table.from_batches(parts, table.schema)
+
+
+def _counts_at_most(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan) -> np.ndarray:
+    """How many rows of a sorted run have a key <= each of `bounds`: two vectorized searches
+    (`np.searchsorted` over `_key_arrays`) instead of a Python probe per binary-search step.
+    Every `stride`-th key puts each bound in a block of `stride` rows, the blocks' keys place
+    it: about 2 sqrt(rows) keys read per bound, not the run's every key (each write task
+    searches every run that overlaps it)."""
+    n = table.num_rows
+    stride = max(1, math.isqrt(n))
+    keys, probes = _key_arrays(_rows_of(table, np.arange(stride - 1, n, stride)), bounds, plan)
+    blocks = np.searchsorted(keys, probes, side="right")  # rows >= stride * block are > bound
+    if stride == 1 or not len(blocks):
+        return blocks
+    wanted = np.unique(blocks)
+    starts = wanted * stride
+    stops = np.minimum(n, starts + stride - 1)  # the row after a block's is a sampled one
+    offsets = np.concatenate([[0], np.cumsum(stops - starts)])
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops, strict=True)])
+    keys, probes = _key_arrays(_rows_of(table, rows), bounds, plan)
+    counts = blocks * stride
+    for i, w in enumerate(np.searchsorted(wanted, blocks).tolist()):
+        block = keys[offsets[w] : offsets[w + 1]]
+        counts[i] += np.searchsorted(block, probes[i], side="right")
+    return counts
 
 
 # ---------------------------------------------------------------------------------------------

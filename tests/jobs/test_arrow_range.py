@@ -438,3 +438,9 @@ def test_the_vectorized_search_agrees_with_the_binary_search(dtypes):
     expected = [ar._count_at_most(run, b, plan) for b in bounds]
     assert len(set(expected)) > 20  # bounds spread over the run
     assert ar._counts_at_most(run, bounds, plan).tolist() == expected
+    chunked = pa.Table.from_batches(run.to_batches(max_chunksize=7))  # several batches
+    assert ar._counts_at_most(chunked, bounds, plan).tolist() == expected
+    for rows in (1, 2, 3, 4, 5, 9):  # strides 1 and 2, a last block cut short
+        part = run.slice(rng.randrange(run.num_rows - rows), rows)
+        expected = [ar._count_at_most(part, b, plan) for b in bounds]
+        assert ar._counts_at_most(part, bounds, plan).tolist() == expected, rows
