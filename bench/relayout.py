@@ -4,12 +4,13 @@ Not a test. Run from the repo root:
 
     .venv/bin/python bench/relayout.py [--shares 2] [--share-mb 80] [--repeat 3] [--profile]
 
-One partition written by `--shares` direct write tasks (`write_task_direct`, as the ingest's
-tasks write it) of about `--share-mb` MB each, 1 MiB batches, segment.bytes 1 GiB (Kafka's
-default): every share boundary can be continued, so the relayout lays the whole partition out
-again. Timed: the write tasks' staging finalize (fsync + CRC-32C of what they staged, the part
-a relayout throws away) and `relayout_partition`, split by phase (wrapped functions: the header
-walk of the staged .log, `append_batches`, the close, the finalize's fsync and CRC-32C).
+One partition written by `--shares` direct write tasks in one pass (`write_task_direct`, as
+the ingest's tasks write it: task 0's share as segments, the others as records) of about
+`--share-mb` MB each, 1 MiB batches, segment.bytes 1 GiB (Kafka's default), placed by the
+driver. Timed: the write tasks' staging finalize (fsync + CRC-32C of task 0's segments) and
+`relayout_partition`, split by phase (wrapped functions: the first share's tail copied and cut,
+reading the staged records, the encode, `append_batches`, the close, the finalize's fsync and
+CRC-32C).
 Each timed run starts after `os.sync()`, with the staged files in the page cache (as they are
 when the relayout stage follows the write stage). `--profile` prints a cProfile of one run.
 """
@@ -34,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jobs.ingestion.commit.staging as staging  # noqa: E402
 import jobs.ingestion.relayout as relayout_mod  # noqa: E402
-from jobs.ingestion.planner import plan_offsets  # noqa: E402
+import jobs.ingestion.writer as writer_mod  # noqa: E402
+from jobs.ingestion.commit import place_ranges  # noqa: E402
+from jobs.ingestion.planner import OnePassPlan  # noqa: E402
 from jobs.ingestion.relayout import plan_relayout, relayout_partition  # noqa: E402
 from jobs.ingestion.writer import WriterSettings, write_task_direct  # noqa: E402
 from kafkalog_core.config import LogConfig  # noqa: E402
@@ -112,12 +115,11 @@ class Laps:
 
 
 def write_shares(root: Path, table: pa.Table, shares: int, settings: WriterSettings):
-    """The partition's shares as `shares` direct tasks stage them; (manifests, finalize s)."""
+    """The partition's shares as `shares` direct tasks stage them, placed; (manifests, finalize
+    s)."""
     n = table.num_rows
     cuts = np.linspace(0, n, shares + 1).astype(int)
-    plan = plan_offsets(
-        [(i, TOPIC, 0, int(cuts[i + 1] - cuts[i])) for i in range(shares)], {}
-    ).as_lookup()
+    plan = OnePassPlan({})
     laps = Laps()
     laps.wrap(staging, "_sync_and_checksum", "finalize: fsync + CRC-32C")
     manifests = []
@@ -125,19 +127,18 @@ def write_shares(root: Path, table: pa.Table, shares: int, settings: WriterSetti
         rows = table.slice(int(cuts[i]), int(cuts[i + 1] - cuts[i])).to_batches(100_000)
         manifests += list(write_task_direct(iter(rows), i, "0", plan, settings))
     laps.undo()
-    return manifests, laps.total["finalize: fsync + CRC-32C"]
+    return place_ranges(manifests, {}), laps.total["finalize: fsync + CRC-32C"]
 
 
 def timed_relayout(job, settings: WriterSettings, key: str) -> tuple[float, dict[str, float]]:
     laps = Laps()
-    laps.wrap(relayout_mod, "moved_batches", "read staged .log (mmap + header walk)")
+    laps.wrap(relayout_mod, "_continue_tail", "the first share's tail: copy, cut, resume")
+    laps.wrap(relayout_mod, "record_share_rows", "read staged records (mmap)")
+    laps.wrap(writer_mod, "encode_records", "encode")
     laps.wrap(PartitionLog, "append_batches", "append_batches (write + index)")
     laps.wrap(PartitionLog, "close", "close")
     laps.wrap(staging, "_sync_and_checksum", "finalize: fsync + CRC-32C")
     laps.wrap(staging, "fsync_dir", "finalize: fsync dir")
-    for name in ("_copy_tail", "_continue_tail", "_reopen_tail"):
-        if hasattr(relayout_mod._Layout, name):
-            laps.wrap(relayout_mod._Layout, name, f"_Layout.{name} (all of it)")
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         relayout_partition(job, key, "0", settings)
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.shares} shares, {n:,} records, {size / 1e6:.1f} MB staged; the write tasks' "
         f"finalize (fsync + CRC-32C) {t_finalize:.3f} s"
     )
-    kept, jobs = plan_relayout(manifests, settings)
+    kept, jobs = plan_relayout(manifests)
     assert len(jobs) == 1 and not kept, "expected one partition to relayout"
     best, cpu = None, None
     for r in range(args.repeat):

@@ -18,18 +18,19 @@ How a run goes (every step before "publish" touches only the run's staging area)
 4. One write pass, no counting pass (`OnePassPlan`, `mapInArrow` -> `write_task` /
    `write_task_direct`): each task drives the core's PartitionLog in its attempt's own staging
    dir and returns manifests. A share that surely starts its partition is written in place from
-   the log end offset (continuing the published last segment); any other share is staged from
-   offset 0. range: a task's first partition may continue earlier tasks' ranges; direct: every
-   partition of a task after the first may. With the arrow task reader
-   (`jobs.ingestion.arrow_reader`: Parquet / delta-rs files, local or on a store pyarrow opens,
+   the log end offset (continuing the published last segment); a share that may continue an
+   earlier task's is staged as its rows (`record_share`), not encoded. range: a task's first
+   partition may continue earlier tasks' ranges; direct: every partition of a task after the
+   first may. With the arrow task reader
+   (`jobs.ingestion.arrow_reader`: Parquet paths and tables, delta-rs files, local or on a store pyarrow opens,
    plain-column mappings, direct mode) the tasks read the files themselves with pyarrow; in
    the range mode with a plain-column ordering they sort runs into the run's staging instead of
    Spark's shuffle and the write tasks read their ranges from them (`arrow_range`).
-5. The driver places the staged shares in task order (`commit.place_ranges`: an 8-byte
-   base-offset patch per batch, or a continuation of the published last segment). A partition
-   staged in several shares (splits, tasks) is laid out as one writer lays out the same batches
-   (`jobs.ingestion.relayout`, one Spark task per such partition), so its segment count follows
-   its bytes, not the split count.
+5. The driver gives the staged shares their offsets in task order (`commit.place_ranges`).
+   A partition staged in several shares (splits, tasks) is encoded as one writer encodes it
+   (`jobs.ingestion.relayout`: the first share's last batch is cut and its rows, then every
+   record share's, go through the single writer's encoder; at most one Spark task per core), so
+   its batches, bytes and segment count do not depend on the split or task count.
 6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
    checkpoints and the ingest history record come last.
 """
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING
 from jobs.ingestion.arrow_mapping import checked_records
 from jobs.ingestion.arrow_range import ArrowRangePlan, plan_arrow_range, write_range_with_arrow
 from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
+from jobs.ingestion.arrow_sources import source_files
 from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
@@ -202,19 +204,19 @@ def _arrow_read_plan(
     if wanted == "spark":
         return None, "source.task_reader is spark"
     plan: ArrowReadPlan | ArrowRangePlan | None = None
-    files, partition_columns = _source_files(spark, config, source)
-    if files is None:
-        why = "the source is not a Parquet path or a Delta table read through delta-rs"
-    else:  # the ordering is the range plan's to check
+    found = source_files(spark, config, source)
+    why = found.why
+    if found.files is not None:  # the ordering is the range plan's to check
         plan, why = plan_arrow_read(
             replace(config, ordering=()),
-            files,
-            partition_columns=partition_columns,
+            found.files,
+            partition_columns=found.partition_columns,
+            partitions=found.partitions,
             max_split_bytes=_max_split_bytes(spark),
         )
     if plan is not None and choose_write_mode(config, tasks, len(plan.tasks)) == "range":
-        assert files is not None and isinstance(plan, ArrowReadPlan)
-        plan, why = plan_arrow_range(plan, config, files, partition_columns)
+        assert found.files is not None and isinstance(plan, ArrowReadPlan)
+        plan, why = plan_arrow_range(plan, config, found.files, found.partition_columns)
     if plan is None and wanted == "arrow":
         raise ConfigError(f"source.task_reader=arrow cannot read this run: {why}")
     if isinstance(plan, ArrowRangePlan):
@@ -225,33 +227,6 @@ def _arrow_read_plan(
     if plan is not None:
         return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
     return None, f"{wanted}: not the arrow reader, as {why}"
-
-
-def _source_files(
-    spark: SparkSession, config: IngestConfig, source: SourceRead
-) -> tuple[list[str] | None, tuple[str, ...]]:
-    """The data files Spark would read and partition columns: decoded local paths or URIs
-    (`source_fs`); a Delta table named by a file: URI keeps that scheme for its files."""
-    from urllib.parse import unquote
-
-    from jobs.spark.delta import load_snapshot
-    from jobs.spark.sources import delta_reader_for
-
-    spec = config.source
-    if spec.format == "parquet":
-        return [unquote(f) for f in source.df.inputFiles()], ()
-    if (
-        spec.format == "delta"
-        and spec.path is not None
-        and spec.since_version is None
-        and delta_reader_for(spark, spec) == "delta-rs"
-    ):
-        snapshot = load_snapshot(str(spec.path), version=source.version)
-        files = [f.uri for f in snapshot.files]
-        if str(spec.path).lower().startswith("file:"):  # snapshot: absolute local paths
-            files = ["file://" + f if f.startswith("/") else f for f in files]
-        return files, snapshot.partition_columns
-    return None, ()
 
 
 def _max_split_bytes(spark: SparkSession) -> int:

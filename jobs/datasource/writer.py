@@ -8,18 +8,19 @@ Spark. kafkalog's own options mirror the ingest YAML: `topic_defaults.partitions
 else an existing partition's, else derived from the name, as for ingest), and `runId`.
 
 How a write goes. A task cannot know where its records land in a partition (Spark gives no
-counting pass before the write), so every task stages its share of each partition at offset 0,
-with the ingest job's own writer (`write_task_direct`: same encoder, same rolls and indexes).
-The driver's `commit` (`jobs.ingestion.commit.run`: the ingest job's sequence, under the
-root's run lock) orders a partition's shares by task, moves each into place
-(`commit.rebase_manifest`: an 8-byte write per batch and new file names; the CRC does not cover
-the base offset; a partition's first share continues its published last segment when that has
-room, as the ingest job's), lays each partition out as one writer appending the same batches
-would (`jobs.ingestion.relayout` on a thread pool here, as the commit has no SparkSession: so a
-partition gets about ceil(bytes / segment.bytes) + 1 new segments, not one per task) and
-publishes with the ingest job's protocol. An aborted or failed job publishes nothing, and a run
-id already committed is a no-op. Records of a partition keep the DataFrame's order within each
-task, tasks follow their partition index.
+counting pass before the write), so task 0 stages its share of each partition as segments at
+offset 0, with the ingest job's own writer (`write_task_direct`: same encoder, same rolls and
+indexes), and every later task stages its share as records (`jobs.ingestion.record_share`: a
+batch of one writer must not end where a task's share ends). The driver's `commit`
+(`jobs.ingestion.commit.run`: the ingest job's sequence, under the root's run lock) orders a
+partition's shares by task and places them (`commit.place_ranges`: task 0's segments moved by
+an 8-byte write per batch and new file names, or continuing the published last segment when
+that has room, as the ingest job's), encodes each partition's record shares after its first
+share as one writer would (`jobs.ingestion.relayout` on a thread pool here, as the commit has
+no SparkSession: so 8 tasks give the bytes of 1, and a partition about ceil(bytes /
+segment.bytes) + 1 new segments) and publishes with the ingest job's protocol. An aborted or
+failed job publishes nothing, and a run id already committed is a no-op. Records of a
+partition keep the DataFrame's order within each task, tasks follow their partition index.
 
 Modes (Spark hands a Python data source only `overwrite: bool`): `append` continues existing
 partitions. `overwrite` replaces the topics the write names (the

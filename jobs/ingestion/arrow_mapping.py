@@ -8,7 +8,7 @@ oracle. Same rules (`MappingRules`), same error texts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ __all__ = [
     "as_bytes",
     "checked",
     "checked_records",
+    "headers_column",
     "int32_partitions",
     "map_batch",
     "mapping_input",
@@ -56,6 +57,48 @@ def no_headers(n: int) -> pa.Array:
     return pa.ListArray.from_arrays(
         pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], HEADERS_TYPE.value_type)
     )
+
+
+def headers_column(column: pa.Array | None, values: Sequence[tuple[str, pa.Array]]) -> pa.Array:
+    """The mapping's headers as Spark's stage 1 builds them (`mapping_fields._headers`): each
+    row's entries of `column` (map<string, string|binary> or list<struct<key string, value
+    string|binary>>; a null column value = no entries, a null entry = null key and value), then
+    one entry per (name, values) pair, in order; values as bytes (strings as UTF-8)."""
+    n = len(column) if column is not None else len(values[0][1])
+    counts = np.zeros(n, dtype=np.int64)
+    keys: list[pa.Array] = []
+    data: list[pa.Array] = []
+    if column is not None:
+        if pa.types.is_map(column.type):  # the list functions take its entries as structs
+            entry = pa.struct([("key", column.type.key_type), ("value", column.type.item_type)])
+            column = column.cast(pa.list_(entry))
+        entries = pc.list_flatten(column)  # a null row has none
+        counts = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+        counts = counts.astype(np.int64)
+        keys.append(pc.struct_field(entries, "key").cast(pa.string()))  # null entry: null
+        data.append(pc.struct_field(entries, "value").cast(pa.binary()))
+    for name, value in values:
+        keys.append(pa.repeat(pa.scalar(name, pa.string()), n))
+        data.append(value.cast(pa.binary()))
+    k = len(values)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts + k, out=offsets[1:])
+    key_array, data_array = pa.concat_arrays(keys), pa.concat_arrays(data)
+    if k:  # interleave: row i's column entries, then its k named values
+        m = int(counts.sum())
+        index = np.empty(int(offsets[-1]), dtype=np.int64)
+        if m:
+            rows = np.repeat(np.arange(n), counts)
+            first = np.cumsum(counts) - counts  # row's first entry in the flat column entries
+            index[offsets[:-1][rows] + np.arange(m) - first[rows]] = np.arange(m)
+        for j in range(k):
+            index[offsets[:-1] + counts + j] = m + j * n + np.arange(n)
+        order = pa.array(index)
+        key_array, data_array = key_array.take(order), data_array.take(order)
+    struct = pa.StructArray.from_arrays(
+        [key_array, data_array], fields=list(HEADERS_TYPE.value_type)
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), struct)
 
 
 def int32_partitions(column: pa.Array) -> pa.Array:

@@ -88,6 +88,7 @@ EXCHANGE_KEY = "exchange"  # stage 1's staging dirs: <run staging>/exchange-<spl
 RUN_FILE = "run-{:05d}.arrow"
 POS = "_kl_pos"
 WRITTEN = ("topic", "partition", "key", "value", "timestamp")
+HEADERS = "headers"  # written too when the mapping has headers
 _PLAIN = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|`[^`]+`)$")
 
 Key = tuple[Any, ...]  # (topic, partition, (rank, o0), .., pos), ordered as Spark sorts
@@ -369,10 +370,16 @@ def _run_columns(mapped: pa.RecordBatch, plan: ArrowRangePlan) -> pa.RecordBatch
     """A mapped batch as a run holds it: the written columns, the ordering values, pos."""
     order = mapped.column(ORDER_COLUMN)
     fields = [order.field(i) for i in range(len(plan.ordering))]
+    written = _written(mapped.schema)
     return pa.RecordBatch.from_arrays(
-        [*(mapped.column(n) for n in WRITTEN), *fields, order.field("pos")],
-        names=[*WRITTEN, *plan.order_columns, POS],
+        [*(mapped.column(n) for n in written), *fields, order.field("pos")],
+        names=[*written, *plan.order_columns, POS],
     )
+
+
+def _written(schema: pa.Schema) -> list[str]:
+    """The record columns a run holds: `WRITTEN`, and the headers when they are mapped."""
+    return [*WRITTEN, HEADERS] if HEADERS in schema.names else list(WRITTEN)
 
 
 def _write_run(rows: pa.Table, path: Path, plan: ArrowRangePlan) -> tuple[Run, list]:
@@ -509,7 +516,8 @@ def _merged(
     """The written columns of the run slices `pieces` ((path, start, stop)) in key order."""
     tables = [_open_run(path).slice(start, stop - start) for path, start, stop in pieces]
     if len(tables) == 1:  # a run is sorted already
-        yield from tables[0].select(list(WRITTEN)).to_batches(max_chunksize=BATCH_ROWS)
+        only = tables[0]
+        yield from only.select(_written(only.schema)).to_batches(max_chunksize=BATCH_ROWS)
         return
     if not tables:
         return
@@ -517,7 +525,7 @@ def _merged(
     order = _sort_order(combined, plan)
     # One copy of the records: a take from a table of many chunks would concatenate its
     # binary chunks again for every batch taken.
-    records = combined.select(list(WRITTEN)).combine_chunks()
+    records = combined.select(_written(combined.schema)).combine_chunks()
     del tables, combined  # the runs' pages: only the copy is held from here on
     for start in range(0, len(order), BATCH_ROWS):
         yield from records.take(order.slice(start, BATCH_ROWS)).to_batches()

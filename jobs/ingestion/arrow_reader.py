@@ -10,14 +10,20 @@ and collects their manifests, and nothing else. The per-row checks and the parti
 both to the same results), with the same error messages.
 
 What qualifies (`plan_arrow_read` says why not, otherwise):
-- source: Parquet files, or a Delta table through delta-rs at a pinned version, without filter,
-  interval, since_version or reader options; local files (on a cluster: a mount every executor
-  sees at the same path) or URIs whose scheme pyarrow opens (`source_fs`: s3, gs, abfs, hdfs,
-  file, ...; planning reads the footers through it, and every task builds its own file system);
+- source: Parquet files, a catalog table stored as Parquet (`arrow_sources`), or a Delta table
+  through delta-rs at a pinned version, without filter, interval, since_version or reader
+  options; local files (on a cluster: a mount every executor sees at the same path) or URIs
+  whose scheme pyarrow opens (`source_fs`: s3, gs, abfs, hdfs, file, ...; planning reads the
+  footers through it, and every task builds its own file system);
 - mapping: topic constant or a string column; key and value binary or string columns (format
-  bytes or string); timestamp a timestamp-with-time-zone (s, ms or us), date or integer column,
-  or none; partition by key or from an integer column; no headers; no reject path;
-- the columns have the same type in every file, and none is a Delta partition column.
+  bytes or string); timestamp a timestamp-with-time-zone (s, ms or us; or INT96, as Spark writes
+  them), date or integer column, or none; partition by key or from an integer column; headers
+  from a map<string, string|binary> or list<struct<key string, value string|binary>> column
+  and/or named values that are a column name (string or binary) or a plain 'string literal'
+  (`arrow_mapping.headers_column` builds them as the Spark mapping does); no reject path;
+- the columns have the same type in every file, and none is a partition column (Delta's or the
+  table's: its values live in the file paths, not in the files) unless its values are supplied
+  (`arrow_sources.PathPartitions`: a table's string and integer ones, parsed from the paths).
 
 Source order is the files' path order (the order Delta's snapshot and `inputFiles` give after
 sorting), then row order within a file. A task holds consecutive files (or row groups of a large
@@ -26,8 +32,9 @@ file) of about `spark.sql.files.maxPartitionBytes`, packed like Spark packs file
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,11 +45,13 @@ import pyarrow.parquet as pq
 from jobs.ingestion.arrow_mapping import (
     as_bytes,
     checked_records,
+    headers_column,
     int32_partitions,
     mapping_input,
     no_headers,
 )
-from jobs.ingestion.config import FieldMapping, IngestConfig
+from jobs.ingestion.arrow_sources import PathPartitions
+from jobs.ingestion.config import FieldMapping, HeadersMapping, IngestConfig
 from jobs.ingestion.mapping import (
     ORDER_COLUMN,
     MappingRules,
@@ -83,6 +92,10 @@ READ_BUFFER_BYTES = 1 << 20
 # when files are packed into tasks (so many small files do not all land in one task).
 OPEN_COST_BYTES = 4 << 20
 _MS_PER_DAY = 86_400_000
+# A header value expression the tasks can evaluate: a bare column name or a plain string literal.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LITERAL = re.compile(r"'([^'\\]*)'")
+_SQL_LITERALS = ("null", "true", "false")
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,8 @@ class FilePiece:
 
     path: str  # a plain local path or a URI (`source_fs`): a string, never a file system
     row_groups: tuple[int, ...] | None = None  # None: every row group
+    # a table's partition columns the mapping reads: (name, value), the same for every row
+    partition_values: tuple[tuple[str, pa.Scalar], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,13 @@ class _Columns:
     timestamp_kind: str  # none | timestamp | integer | date | now
     timestamp_factor: tuple[int, int]  # ms = value * a // b; now: (run start ms, 1)
     partition_column: str | None
+    headers_column: str | None = None  # map or list<struct<key, value>> column
+    # named header values after the column's entries: (name, column, literal), one of the two
+    header_values: tuple[tuple[str, str | None, str | None], ...] = ()
+
+    @property
+    def headers(self) -> bool:
+        return self.headers_column is not None or bool(self.header_values)
 
     @property
     def names(self) -> list[str]:
@@ -114,6 +136,8 @@ class _Columns:
             self.value_column,
             self.timestamp_column,
             self.partition_column,
+            self.headers_column,
+            *(column for _, column, _ in self.header_values),
         )
         return list(dict.fromkeys(n for n in named if n is not None))
 
@@ -154,18 +178,22 @@ def _metadata(location: str) -> pq.FileMetaData:
 
 
 def _read_types(
-    paths: Sequence[str], names: Sequence[str]
+    paths: Sequence[str], names: Sequence[str], nested: Sequence[str] = ()
 ) -> tuple[dict[str, pa.DataType] | None, str]:
-    """Each named column's type, the same in every file (else None and why not)."""
+    """Each named column's type as the tasks read it, the same in every file (else None and
+    why not); the `nested` ones may be a map or list. INT96 timestamps (Spark's default for
+    timestamps it writes) read as microseconds since the epoch, the instants Spark reads."""
     types: dict[str, pa.DataType] = {}
     for path, meta in zip(paths, io_map(_metadata, paths), strict=True):
         schema = meta.schema.to_arrow_schema()
         leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
         for name in names:
             index = schema.get_field_index(name)
-            if index < 0 or name not in leaves:
+            if index < 0 or (name not in leaves and name not in nested):
                 return None, f"column {name!r} is not a plain column of data file {path}"
             dtype = schema.field(index).type
+            if name in leaves and meta.schema.column(leaves[name]).physical_type == "INT96":
+                dtype = pa.timestamp("us", tz="UTC")
             if types.setdefault(name, dtype) != dtype:
                 first = types[name]
                 return None, f"column {name!r} is {first} in one file and {dtype} in {path}"
@@ -202,17 +230,63 @@ def _timestamp_plan(fm: FieldMapping, dtype: pa.DataType) -> tuple[str, tuple[in
     return None
 
 
+def _is_text(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_string(dtype) or pa.types.is_large_string(dtype))
+
+
+def _headers_plan(
+    h: HeadersMapping | None,
+) -> tuple[tuple[str | None, tuple[tuple[str, str | None, str | None], ...]], str]:
+    """((headers column, (name, column, literal) per named value), why not): named values must
+    be a bare column name or a string literal without quotes or escapes inside."""
+    if h is None:
+        return (None, ()), ""
+    values = []
+    for name, expr in h.values:
+        text = expr.strip()
+        literal = _LITERAL.fullmatch(text)
+        if literal is not None:
+            values.append((name, None, literal.group(1)))
+        elif _IDENTIFIER.fullmatch(text) and text.lower() not in _SQL_LITERALS:
+            values.append((name, text, None))
+        else:
+            return (None, ()), f"mapping.headers.values.{name} is an expression"
+    if h.column is not None and not re.fullmatch(r"[^.`]+", h.column):  # as `mapping_fields`
+        return (None, ()), "mapping.headers.column is a nested field"
+    return (h.column, tuple(values)), ""
+
+
+def _headers_type_why(column: str, dtype: pa.DataType) -> str:
+    """Why the tasks cannot read this headers column as Spark's mapping would ("" if they can)."""
+    if pa.types.is_map(dtype):
+        key, value = dtype.key_type, dtype.item_type
+    elif (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)) and pa.types.is_struct(
+        dtype.value_type
+    ):
+        entry = dtype.value_type
+        if entry.get_field_index("key") < 0 or entry.get_field_index("value") < 0:
+            return f"headers column {column!r} is {dtype}"
+        key, value = entry.field("key").type, entry.field("value").type
+    else:
+        return f"headers column {column!r} is {dtype}"
+    if not _is_text(key) or not _is_bytes(value):
+        return f"headers column {column!r} is {dtype}, not string keys and string/binary values"
+    return ""
+
+
 def plan_arrow_read(
     config: IngestConfig,
     files: Sequence[str],
     *,
     partition_columns: Sequence[str] = (),
+    partitions: PathPartitions | None = None,
     max_split_bytes: int = 128 << 20,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
-    or (None, why not) when the run does not qualify (see the module docstring)."""
+    or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
+    the values of partition columns the tasks can supply (a table's, from its paths)."""
     source, m = config.source, config.mapping
-    if source.format not in ("parquet", "delta"):
+    if source.format not in ("parquet", "delta", "table"):
         return None, f"source format {source.format}"
     if source.filter or source.interval is not None or source.since_version is not None:
         return None, "the source has a filter, an interval or since_version"
@@ -222,8 +296,9 @@ def plan_arrow_read(
         return None, "output.reject_path is set"
     if config.ordering:
         return None, "an ordering is configured"
-    if m.headers is not None:
-        return None, "headers are mapped"
+    (headers, header_values), why = _headers_plan(m.headers)
+    if why:
+        return None, why
     if m.topic.expr is not None:
         return None, "mapping.topic is an expression"
     if m.partition.expr is not None:
@@ -244,20 +319,40 @@ def plan_arrow_read(
     if not sources:
         return None, "the source has no data files"
     assert value is not None
-    names = [n for n in (m.topic.column, key, value, timestamp, m.partition.column) if n]
-    shadowed = sorted(set(names) & set(partition_columns))
+    columns = _Columns(
+        topic_name=m.topic.name,
+        topic_column=m.topic.column,
+        key_column=key,
+        value_column=value,
+        timestamp_column=timestamp,
+        timestamp_kind="none",
+        timestamp_factor=(1, 1),
+        partition_column=m.partition.column,
+        headers_column=headers,
+        header_values=header_values,
+    )
+    names = columns.names
+    supplied = sorted(set(names) & set(partitions.types if partitions is not None else ()))
+    shadowed = sorted(set(names) & set(partition_columns) - set(supplied))
     if shadowed:
-        return None, f"the mapping reads Delta partition column(s) {shadowed}"
-    types, why = _read_types(sources, names)
+        kind = "Delta" if source.format == "delta" else "table"
+        return None, f"the mapping reads {kind} partition column(s) {shadowed}"
+    in_files = [n for n in names if n not in supplied]
+    types, why = _read_types(sources, in_files, nested=[headers] if headers else [])
     if types is None:
         return None, why
-    if m.topic.column is not None and not (
-        pa.types.is_string(types[m.topic.column]) or pa.types.is_large_string(types[m.topic.column])
-    ):
+    if partitions is not None:
+        types.update({n: partitions.types[n] for n in supplied})
+    if m.topic.column is not None and not _is_text(types[m.topic.column]):
         return None, "the topic column is not a string column"
-    for name in (key, value):
+    header_columns = [c for _, c, _ in header_values if c is not None]
+    for name in (key, value, *header_columns):
         if name is not None and not _is_bytes(types[name]):
             return None, f"column {name!r} is {types[name]}, not binary or string"
+    if headers is not None:
+        why = _headers_type_why(headers, types[headers])
+        if why:
+            return None, why
     kind, factor = "none", (1, 1)
     if m.timestamp is not None and m.timestamp.now:
         kind, factor = "now", (m.timestamp.now_value, 1)
@@ -269,19 +364,24 @@ def plan_arrow_read(
         kind, factor = planned
     if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
         return None, f"partition column {m.partition.column!r} is not a signed integer"
-    columns = _Columns(
-        topic_name=m.topic.name,
-        topic_column=m.topic.column,
-        key_column=key,
-        value_column=value,
-        timestamp_column=timestamp,
-        timestamp_kind=kind,
-        timestamp_factor=factor,
-        partition_column=m.partition.column,
-    )
+    tasks = pack_tasks(sources, max_split_bytes)
+    if supplied:
+        assert partitions is not None
+        tasks = tuple(
+            tuple(
+                replace(
+                    p,
+                    partition_values=tuple(
+                        (n, v) for n, v in partitions.values[p.path] if n in supplied
+                    ),
+                )
+                for p in task
+            )
+            for task in tasks
+        )
     return ArrowReadPlan(
-        pack_tasks(sources, max_split_bytes),
-        columns,
+        tasks,
+        replace(columns, timestamp_kind=kind, timestamp_factor=factor),
         mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
         resolvers=resolvers_for(sources),
@@ -342,12 +442,23 @@ def _batches(
     for piece in task:
         fs, path = open_file_system(piece.path)
         groups = None if piece.row_groups is None else list(piece.row_groups)
+        constant = dict(piece.partition_values)
         with pq.ParquetFile(
-            path, filesystem=fs, buffer_size=READ_BUFFER_BYTES, pre_buffer=False
+            path,
+            filesystem=fs,
+            buffer_size=READ_BUFFER_BYTES,
+            pre_buffer=False,
+            coerce_int96_timestamp_unit="us",  # as `_read_types` plans them
         ) as parquet:
-            yield from parquet.iter_batches(
-                batch_size=rows, row_groups=groups, columns=list(names), use_threads=False
-            )
+            for batch in parquet.iter_batches(
+                batch_size=rows,
+                row_groups=groups,
+                columns=[n for n in names if n not in constant],
+                use_threads=False,
+            ):
+                for name, value in constant.items():  # as Spark adds a table's partitions
+                    batch = batch.append_column(name, pa.repeat(value, batch.num_rows))
+                yield batch
 
 
 def _timestamps_ms(column: pa.Array, columns: _Columns) -> pa.Array:
@@ -388,12 +499,22 @@ def _mapping_input(
         partition = pa.nulls(n, pa.int32())
     else:
         partition = int32_partitions(batch.column(columns.partition_column))
+    if columns.headers:
+        headers = headers_column(
+            None if columns.headers_column is None else batch.column(columns.headers_column),
+            [
+                (name, batch.column(column) if column else pa.repeat(pa.scalar(text), n))
+                for name, column, text in columns.header_values
+            ],
+        )
+    else:
+        headers = no_headers(n)
     return mapping_input(
         {
             "topic": topic,
             "key": key,
             "value": value,
-            "headers": no_headers(n),
+            "headers": headers,
             "timestamp": timestamp,
             "partition": partition,
         },
@@ -413,7 +534,7 @@ def mapped_batches(
             yield _mapping_input(batch, columns, task_index, row)
             row += batch.num_rows
 
-    return checked_records(inputs(), rules, headers=False)
+    return checked_records(inputs(), rules, headers=columns.headers)
 
 
 def ordered_inputs(

@@ -8,7 +8,9 @@ split holds a share of any partition, so every partition of a task after the fir
 earlier ones. Either way (`OnePassPlan`) a share that surely starts the partition is written in
 place from its log end offset; every other share is staged provisionally from offset 0 (range
 index = task index) and the driver places them in task order at commit
-(`commit.place_ranges`). Nothing here touches Spark, so the rules are unit-tested on their own.
+(`commit.place_ranges`). A share that may continue an earlier task's (range index > 0) is staged
+as records, not segments (`RangeAssignment.continues_share`). Nothing here touches Spark, so
+the rules are unit-tested on their own.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ class RangeAssignment:
         """Whether this range is known to start the run's part of its partition (it continues
         the published last segment when there is one to continue)."""
         return self.range_index == 0 and not self.provisional
+
+    @property
+    def continues_share(self) -> bool:
+        """Whether this range may continue an earlier task's share of its partition: it is
+        staged as records, and the relayout encodes them after that share as one writer does
+        (so batch boundaries never depend on where a task's share ends)."""
+        return self.provisional and self.range_index > 0
 
     @property
     def next_offset(self) -> int:

@@ -15,6 +15,11 @@ encoder's split of a record depends only on it and those records, so every chunk
 single encode of the whole range exactly: a range's staged bytes equal the engine's single append
 of the same records, however many chunks it takes.
 
+Across tasks the same holds through the relayout: a range that may continue an earlier task's
+is staged as its rows (`record_share.RecordShareWriter`), and a range a later one may continue
+keeps its last batch's rows and their context (its carry), so the relayout continues the
+encode exactly where one writer would (`jobs.ingestion.relayout`).
+
 Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
 """
 
@@ -41,6 +46,13 @@ from jobs.ingestion.commit import (
     task_staging_dir,
 )
 from jobs.ingestion.planner import PROVISIONAL, OnePassPlan, ProvisionalPlan, RangeAssignment
+from jobs.ingestion.record_share import (
+    RecordShareWriter,
+    carry_files,
+    payload_bytes,
+    row_payload_bytes,
+    save_carry,
+)
 from kafkalog_core import native as native_loops
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
@@ -116,7 +128,7 @@ def head(encoded: EncodedBatches, count: int) -> EncodedBatches:
     )
 
 
-class _RangeWriter:
+class RangeWriter:
     """Appends the rows of one partition range to a staged PartitionLog, chunk by chunk."""
 
     def __init__(
@@ -126,7 +138,9 @@ class _RangeWriter:
         directory: Path,
         task_key: str,
         attempt_id: str,
+        log: PartitionLog | None = None,
     ) -> None:
+        """`log`: a live log to continue (the relayout's), else one is opened in `directory`."""
         self.assignment = assignment
         self.settings = settings
         self.directory = directory
@@ -143,10 +157,10 @@ class _RangeWriter:
         self.max_timestamp = -1
         self.native: bool | None = None  # None: this process's C loops wrote the batches
         self.replaces: int | None = None
-        # fsync what it staged: False for a direct-mode share of a task after the first, which
-        # the relayout will copy (or sync), never publish as it is
-        self.sync = True
-        self.log = self._open_log()
+        # keep the last batch's rows for a later record share (`record_share.save_carry`)
+        self.keep_carry = False
+        self.carry_at: int | None = None  # the last batch's position in the last .log
+        self.log = self._open_log() if log is None else log
 
     def _open_log(self) -> PartitionLog:
         a, s = self.assignment, self.settings
@@ -156,10 +170,10 @@ class _RangeWriter:
             s, a.topic, a.partition, a.first_offset, self.directory, continued=continued
         )
 
-    def add(self, table: pa.Table, payload_bytes: int | None = None) -> None:
-        """Queue rows; `payload_bytes` is their `_payload_bytes` when the caller knows it."""
+    def add(self, table: pa.Table, payload: int | None = None) -> None:
+        """Queue rows; `payload` is their `payload_bytes` when the caller knows it."""
         self.pending.append(table)
-        self.pending_bytes += _payload_bytes(table) if payload_bytes is None else payload_bytes
+        self.pending_bytes += payload_bytes(table) if payload is None else payload
         while self.pending_bytes >= self.chunk_limit:
             self._encode(final=False)
 
@@ -178,7 +192,7 @@ class _RangeWriter:
         if table.num_rows == 0:
             return
         if not final:
-            sizes = np.cumsum(_row_payload_bytes(table))
+            sizes = np.cumsum(row_payload_bytes(table))
             cut = int(np.searchsorted(sizes, self.chunk_limit, side="left")) + 1
             if cut < table.num_rows:
                 table = table.slice(0, cut)
@@ -196,10 +210,11 @@ class _RangeWriter:
         if keep > 0:
             written = head(encoded, keep)
             self.log.append_batches(written)
-            if self.sync:
-                self.log.start_writeback()  # the disk works while later chunks are encoded
+            self.log.start_writeback()  # the disk works while later chunks are encoded
             self.records += int(written.record_counts.sum())
             self.max_timestamp = max(self.max_timestamp, int(written.max_timestamps.max()))
+        if final and self.keep_carry:
+            self._save_carry(table, int(encoded.record_counts[-1]), int(encoded.sizes[-1]))
         if not final:
             carried = int(encoded.record_counts[-1])
             if keep > 0 and self.context_rows:
@@ -212,16 +227,31 @@ class _RangeWriter:
             # size instead of its buffer budget.
             kept = np.arange(table.num_rows - carried, combined.num_rows)
             self.pending = [combined.take(pa.array(kept))]
-            self.pending_bytes = _payload_bytes(self.pending[0])
+            self.pending_bytes = payload_bytes(self.pending[0])
             if keep == 0:
                 # One batch holds the whole chunk (big batches, compression): widen the chunk.
                 self.chunk_limit *= 2
 
-    def finish(self) -> TaskManifest:
+    def _save_carry(self, table: pa.Table, carried: int, size: int) -> None:
+        """The last batch's rows and the timestamps of the records before them, beside the
+        segments: a later record share continues the partition as if they were pending."""
+        before = table.num_rows - carried
+        context = record_timestamps(table.slice(max(before - self.context_rows, 0), before))
+        context = np.concatenate((self.context, context))
+        context = context[max(context.shape[0] - self.context_rows, 0) :]
+        save_carry(self.directory, table.slice(before), context)
+        self.carry_at = self.log.active_segment.size - size
+
+    def close(self) -> int:
+        """Encode what is pending and close the log (not fsynced); its log end offset."""
         self._encode(final=True)
-        a = self.assignment
         end = self.log.log_end_offset
         self.log.close(fsync=False)  # finalize_task_staging makes each file durable, once
+        return end
+
+    def finish(self) -> TaskManifest:
+        end = self.close()
+        a = self.assignment
         provisional = a.record_count == PROVISIONAL
         if not provisional and (end != a.next_offset or self.records != a.record_count):
             raise KafkaLogError(
@@ -244,7 +274,7 @@ class _RangeWriter:
             leader_epoch=self.settings.leader_epoch,
             provisional=a.provisional,
             native=self.native,
-            sync=self.sync,
+            carry_at=self.carry_at,
         )
 
 
@@ -282,11 +312,11 @@ def open_range_log(
 def continue_staged_range(
     manifest: TaskManifest, first_offset: int, settings: WriterSettings
 ) -> TaskManifest | None:
-    """A provisional range that turned out to start its partition, rewritten as the writer
-    writes a known start: appended to a copy of the published last segment (None when the
-    partition has none to continue). Its batches do not depend on where they land, only the
-    segments' rolls and index entries do, so they are moved (`moved_batches`), not encoded
-    again: the bytes equal what the counted plan's write gives."""
+    """A provisional range of segments that turned out to start its partition, rewritten as the
+    writer writes a known start: appended to a copy of the published last segment (None when
+    the partition has none to continue). Its batches do not depend on where they land, only
+    the segments' rolls and index entries do, so they are moved (`moved_batches`), not encoded
+    again: the bytes equal what the counted plan's write gives. Its carry goes with it."""
     tp = (manifest.topic, manifest.partition)
     if tp not in settings.continue_segments:
         return None
@@ -297,38 +327,31 @@ def continue_staged_range(
     assignment = RangeAssignment(
         manifest.topic, manifest.partition, -1, 0, first_offset, PROVISIONAL
     )
-    writer = _RangeWriter(assignment, settings, directory, manifest.task_key, manifest.attempt_id)
+    writer = RangeWriter(assignment, settings, directory, manifest.task_key, manifest.attempt_id)
     delta = first_offset - manifest.first_offset
-    for log_path in sorted(staged / f.name for f in manifest.files if f.ext == "log"):
+    logs = sorted(staged / f.name for f in manifest.files if f.ext == "log")
+    for log_path in logs:
         for piece in moved_batches(log_path, delta):
             writer.log.append_batches(piece)
+    if manifest.carry is not None:  # the last batch, moved: same size, at the log's end now
+        writer.carry_at = writer.log.active_segment.size - (
+            logs[-1].stat().st_size - manifest.carry.size
+        )
+        for path in carry_files(staged):
+            os.link(path, directory / path.name)
     writer.records = manifest.record_count
     writer.max_timestamp = manifest.max_timestamp
     writer.native = manifest.native  # moved, not encoded again: the task's encoder wrote them
     return writer.finish()
 
 
-def _row_payload_bytes(table: pa.Table) -> np.ndarray:
-    """Per record: key + value bytes + 1 (a deterministic measure of its size for chunking)."""
-    sizes = np.ones(table.num_rows, dtype=np.int64)
-    for name in ("key", "value"):
-        if name in table.column_names:
-            lengths = pc.fill_null(pc.binary_length(table.column(name)), 0)
-            sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
-    return sizes
-
-
 def _cumulative_payload(batch: pa.RecordBatch, order: np.ndarray | None = None) -> np.ndarray:
     """[0, payload of row 0, of rows 0..1, ...] of the rows in `order` (as they are when None):
     a run's payload is a difference of two."""
-    sizes = _row_payload_bytes(pa.Table.from_batches([batch]))
+    sizes = row_payload_bytes(pa.Table.from_batches([batch]))
     out = np.zeros(batch.num_rows + 1, dtype=np.int64)
     np.cumsum(sizes if order is None else sizes[order], out=out[1:])
     return out
-
-
-def _payload_bytes(table: pa.Table) -> int:
-    return int(_row_payload_bytes(table).sum()) if table.num_rows else 0
 
 
 def partition_runs(batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, int]]:
@@ -356,11 +379,12 @@ def write_task(
     """Write every partition range found in this task's sorted rows into its attempt's staging.
 
     Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` the
-    task's first partition is staged provisionally, the others in place.
+    task's first partition is staged as records when it may continue an earlier task's share,
+    the others in place; the last keeps its carry (the next task's first may continue it).
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
-    writer: _RangeWriter | None = None
+    writer: RangeWriter | RecordShareWriter | None = None
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
         payload = _cumulative_payload(batch)
@@ -383,6 +407,8 @@ def write_task(
         _maybe_fail(settings, task_index, count)
         _maybe_hold(task_index, count, staging)
     if writer is not None:
+        if isinstance(writer, RangeWriter):
+            writer.keep_carry = True
         yield writer.finish()
 
 
@@ -394,8 +420,9 @@ def _range_writer(
     attempt_id: str,
     *,
     first_in_task: bool = False,
-) -> _RangeWriter:
-    """The writer of the plan's range `key` = (task index, topic, partition), in staging."""
+) -> RangeWriter | RecordShareWriter:
+    """The writer of the plan's range `key` = (task index, topic, partition), in staging: of
+    its rows when the range may continue an earlier task's share, else of segments."""
     task_index, topic, partition = key
     if isinstance(plan, OnePassPlan):
         assignment = plan.assignment(*key, first_in_task=first_in_task)
@@ -404,7 +431,17 @@ def _range_writer(
     if assignment is None:
         raise KafkaLogError(f"task {task_index}: the plan has no range for {topic}-{partition}")
     directory = staging / f"r{assignment.range_index}" / partition_dir_name(topic, partition)
-    return _RangeWriter(assignment, settings, directory, f"task-{task_index}", attempt_id)
+    if assignment.continues_share:
+        return RecordShareWriter(
+            assignment,
+            directory,
+            settings.run_id,
+            f"task-{task_index}",
+            attempt_id,
+            settings.chunk_bytes,
+            settings.leader_epoch,
+        )
+    return RangeWriter(assignment, settings, directory, f"task-{task_index}", attempt_id)
 
 
 def _maybe_fail(settings: WriterSettings, task_index: int, batches_seen: int) -> None:
@@ -474,11 +511,11 @@ def partition_groups(
     ]
 
 
-def _share_budget(writers: Collection[_RangeWriter], chunk_bytes: int) -> None:
+def _share_budget(writers: Collection[RangeWriter | RecordShareWriter], chunk_bytes: int) -> None:
     """Give every open writer an equal share of `DIRECT_TASK_BUFFER_BYTES` (at most
     `chunk_bytes`, at least `MIN_CHUNK_BYTES`), as writers open: a task's pending rows stay
     within the budget however many partitions it meets. Chunk sizes never change the bytes
-    written (see `_RangeWriter._encode`)."""
+    written (see `RangeWriter._encode`)."""
     share = max(MIN_CHUNK_BYTES, min(chunk_bytes, DIRECT_TASK_BUFFER_BYTES // len(writers)))
     for writer in writers:
         writer.chunk_limit = min(writer.chunk_limit, share)
@@ -494,16 +531,17 @@ def write_task_direct(
     """The direct write (no shuffle): this task's rows in source order, any partition anywhere.
 
     Every (topic, partition) the task holds is one range of the plan, written by its own
-    `_RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
+    `RangeWriter`; all of them stay open until the input ends, their pending chunks sharing
     `DIRECT_TASK_BUFFER_BYTES`. Each Arrow batch is grouped by partition with a stable sort, so
     a partition's records keep the order the task read them in: the source order. Batches and
-    segments depend on the records only (see `_RangeWriter`), never on the Arrow slicing. With
+    segments depend on the records only (see `RangeWriter`), never on the Arrow slicing. With
     a `OnePassPlan` every partition of a task after the first may continue earlier tasks'
-    shares, so each counts as the task's first: task 0 writes in place, the others stage.
+    shares, so each counts as the task's first: task 0 writes in place (keeping each share's
+    carry), the others stage their rows as records.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
-    writers: dict[tuple[str, int], _RangeWriter] = {}
+    writers: dict[tuple[str, int], RangeWriter | RecordShareWriter] = {}
     for count, batch in enumerate(batches, start=1):
         columns = [c for c in RECORD_COLUMNS if c in batch.schema.names]
         order, groups = partition_groups(batch)
@@ -514,10 +552,8 @@ def write_task_direct(
             if writer is None:
                 key = (task_index, topic, partition)
                 writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
-                # Task 0 writes its shares in place and fsyncs them (a one-split run needs no
-                # relayout); a later task's share is placed after it and laid out again (copied,
-                # or kept and synced by the relayout), so its task need not fsync it.
-                writer.sync = task_index == 0
+                if isinstance(writer, RangeWriter):
+                    writer.keep_carry = True  # any later split may continue it
                 writers[(topic, partition)] = writer
                 _share_budget(writers.values(), settings.chunk_bytes)
             # Each partition gets its own copy of its rows: slices of one shared copy would keep

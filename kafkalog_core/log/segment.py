@@ -361,6 +361,24 @@ class LogSegment(SegmentAppends, SegmentReads, SegmentRecovery):
             self._load_largest_timestamp()
         return truncated
 
+    def cut_before(self, offset: int) -> None:
+        """Drop the batch that starts at `offset` and every later one, leaving the files as its
+        writer would have left them closing the segment just before appending that batch: the
+        indexes lose the entries of the dropped batches, and `close` adds the final time-index
+        entry for the running max of what remains (read back from the headers). Then
+        `resume_as_active` takes it back to that writer's live state.
+
+        Kafka's `truncate_to` keeps its running max only when the time index holds one; this
+        always reads it back, as the writer had it.
+        """
+        at = self.translate_offset(offset)
+        if at is not None:
+            first = next(self._headers_from(at.position), None)
+            if first is None or first.base_offset != offset:
+                raise KafkaLogError(f"{self.log_path}: no batch starts at offset {offset}")
+        self.truncate_to(offset)
+        self._load_largest_timestamp()
+
     def _truncate_log(self, target: int) -> int:
         original = self._size
         if target > original or target < 0:

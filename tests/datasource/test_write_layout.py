@@ -1,9 +1,10 @@
 """df.write.format("kafkalog") from many tasks lays each partition out as one writer: the same
 bytes as the same rows written by one task, and segments that follow the bytes, not the tasks.
 
-Every batch holds one record here (max.message.bytes below two records), so one task and eight
-tasks encode the very same batches and the whole root must be byte-identical; kafka-python
-decodes every record independently of our reader.
+Batches hold several records (max.message.bytes about six), segments roll every ~25 records:
+a later task's share is staged as records and encoded after the earlier share's last batch as
+one writer, so one task and eight give the very same batches and the whole root must be
+byte-identical; kafka-python decodes every record independently of our reader.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from jobs.ingestion.meta import meta_root
@@ -32,7 +34,7 @@ OPTIONS = {
     "topics.t.partitions": str(PARTITIONS),
     "topics.t.config.segment.bytes": str(SEGMENT_BYTES),
     "topics.t.config.index.interval.bytes": "300",
-    "topics.t.config.max.message.bytes": "150",  # one ~110-byte record per batch
+    "topics.t.config.max.message.bytes": "700",  # ~6 records of ~110 bytes a batch
 }
 START = datetime(2024, 5, 1, tzinfo=timezone.utc)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -109,6 +111,10 @@ def test_many_tasks_give_one_tasks_bytes_within_the_segment_bound(spark, tmp_pat
     _check_records(many, rows)
     counts = _segments_within_bound(many)
     assert max(counts) < 8  # without the relayout every task's share starts a segment
+    batches = [
+        h.records_count for p in many.glob("*/*.log") for h in iter_batch_headers(p.read_bytes())
+    ]
+    assert max(batches) >= 5  # batches of several records
     assert _tree(many) == _tree(one)
     assert not any((meta_root(many) / "staging").iterdir())
 
@@ -134,12 +140,12 @@ def test_append_continues_the_log_as_one_task_does(spark, tmp_path: Path) -> Non
             if k.startswith("topics.t.config.")
         }
     )
-    for partition in range(PARTITIONS):
+    for partition, records in _expected(second).items():
         name = f"t-{partition}"
-        logs = [p.read_bytes() for p in sorted((many / name).glob("*.log"))]
-        expected = _one_writer(
-            tmp_path / "oracle" / name, config, logs, tmp_path / "published" / name
-        )
+        ts, keys, values = zip(*records, strict=True)
+        rows = pa.table({"key": keys, "value": values, "timestamp": pa.array(ts, pa.int64())})
+        published = tmp_path / "published" / name
+        expected = _one_writer(tmp_path / "oracle" / name, config, rows, published, 1 << 20)
         assert _segment_files(many / name) == expected, name
 
 

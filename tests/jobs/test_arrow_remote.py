@@ -5,6 +5,7 @@ scheme pyarrow cannot open falls back to Spark's reader with pyarrow's reason.""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from deltalake import write_deltalake
 import jobs.ingest as ingest
 from jobs.ingestion import source_fs
 from jobs.ingestion.arrow_reader import mapped_batches, plan_arrow_read
+from jobs.ingestion.arrow_sources import SourceFiles
 from jobs.ingestion.config import IngestConfig
 from kafkalog_core.errors import ConfigError
 from tests.jobs.ingest_helpers import (
@@ -67,13 +69,13 @@ def _paths(plan) -> list[str]:
 
 def _with_files(monkeypatch, rewrite) -> None:
     """The job's source files, each rewritten (a plain path, or a URI of a stand-in store)."""
-    real = ingest._source_files
+    real = ingest.source_files
 
     def rewritten(*args):
-        files, partition_columns = real(*args)
-        return [rewrite(f) for f in files], partition_columns
+        found = real(*args)
+        return replace(found, files=[rewrite(f) for f in found.files])
 
-    monkeypatch.setattr(ingest, "_source_files", rewritten)
+    monkeypatch.setattr(ingest, "source_files", rewritten)
 
 
 def _plain(location: str) -> str:
@@ -205,7 +207,7 @@ def test_a_scheme_pyarrow_cannot_open_falls_back_to_sparks_reader_with_the_reaso
 ):
     doc = _doc(tmp_path / "src", tmp_path / "logs")
     files = ["foo://bucket/x.parquet"]
-    monkeypatch.setattr(ingest, "_source_files", lambda *_: (files, ()))
+    monkeypatch.setattr(ingest, "source_files", lambda *_: SourceFiles(files))
     plan, why = ingest._arrow_read_plan(None, IngestConfig.from_dict(doc), None, None)
     assert plan is None
     assert why == (

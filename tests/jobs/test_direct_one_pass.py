@@ -1,11 +1,13 @@
-"""The direct mode in one pass through Spark: task 0 writes in place, every later task stages.
+"""The direct mode in one pass through Spark: task 0 writes in place, every later task stages
+its rows as records (encoded by the relayout).
 
 Both readers, several splits, three partitions, small segments, a new log dir then one
 continued; the first split lacks a partition, so that partition's first share is a later
-task's, placed by the driver (and continuing the published segment in the second run). The
-records and offsets are checked with kafka-python's reader against the rows in each reader's
-order. The bytes equal the counted plan's: tests/jobs/test_ingest_one_pass.py (no Spark, every
-case forced) and the relayout's one-writer oracle: tests/jobs/test_relayout.py.
+task's, encoded by the relayout from there (continuing the published segment in the second
+run). The records and offsets are checked with kafka-python's reader against the rows in each
+reader's order; the Spark reader over many splits gives the bytes of one split. The bytes equal
+one task's: tests/jobs/test_ingest_one_pass.py (no Spark, every case forced) and the relayout's
+one-writer oracle: tests/jobs/test_relayout.py.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 import jobs.ingest as ingest
 from jobs.ingestion.config import IngestConfig
+from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     BASE_MS,
     SOURCE_SCHEMA,
@@ -116,16 +119,17 @@ def test_direct_mode_writes_in_one_pass_with_either_reader(
             assert "count" not in result.timings_ms and "place" in result.timings_ms
             shares, placed = seen[-1]
             assert len({m.task_key for m in shares}) > 2
-            assert all(m.provisional == (m.task_key != "task-0") for m in shares)
+            assert all((m.records is not None) == (m.task_key != "task-0") for m in shares)
             if way == "arrow":  # task i = row group i: task 0 lacks partition SKIPPED
                 assert "task-0" in {m.task_key for m in shares}
                 assert not any(m.partition == SKIPPED and m.task_key == "task-0" for m in shares)
                 first_skipped = min(
                     (m for m in placed if m.partition == SKIPPED), key=lambda m: m.first_offset
                 )
-                # a staged share turned out to start its partition: it continues the published
-                # last segment in r2, as task 0's in-place shares continue theirs
-                assert (first_skipped.replaces is not None) == (run_id == "r2")
+                # a record share turned out to start its partition: the relayout encodes it
+                # from there (continuing the published last segment in r2, as task 0's in-place
+                # shares continue theirs)
+                assert first_skipped.records is not None
                 assert any(m.replaces is not None for m in shares) == (run_id == "r2")
             else:
                 rows, _ = spark_read_order(spark, src, rows)
@@ -185,3 +189,33 @@ def test_write_tasks_partition_and_check_as_the_spark_mapping_does(
         snapshots[way] = snapshot(root)
     assert snapshots["in-task"] == snapshots["spark"]
     assert len({k.split("/")[0] for k in snapshots["spark"] if k.endswith(".log")}) == PARTITIONS
+
+
+def test_spark_reader_over_many_splits_gives_one_splits_bytes(spark, tmp_path, small_splits):
+    """The Spark reader: a source read in many splits (row groups of 40 rows, every split a
+    share of every partition) gives the bytes of the same rows, in Spark's read order, read in
+    one split (one file, one row group), with multi-record batches and segment rolls."""
+    rows = source_rows(600, seed=33)
+    many = tmp_path / "many"
+    _source(many, rows, [300, 200, 100])
+    ordered, starts = spark_read_order(spark, many, rows)
+    assert all(starts.get(f"events-{p}") for p in range(PARTITIONS))  # shares in many splits
+    one = tmp_path / "one"
+    one.mkdir()
+    pq.write_table(pa.Table.from_pylist(ordered, schema=SOURCE_SCHEMA), one / "part-0.parquet")
+    roots = {}
+    for way, src in (("many", many), ("one", one)):
+        roots[way] = root = tmp_path / way / "logs"
+        result = ingest.run(
+            spark,
+            IngestConfig.from_dict(_doc(src, root, "spark")),
+            run_id="r1",
+            batch_bytes=400,
+            now_ms=NOW,
+            out=lambda _: None,
+        )
+        assert (result.write_mode, result.task_reader) == ("direct", "spark")
+    assert snapshot(roots["many"]) == snapshot(roots["one"])
+    headers = [h for p in roots["one"].glob("*/*.log") for h in iter_batch_headers(p.read_bytes())]
+    assert max(h.records_count for h in headers) > 2
+    assert sum(1 for _ in roots["one"].glob("*/*.log")) >= 2 * PARTITIONS  # rolls

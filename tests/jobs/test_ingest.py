@@ -252,7 +252,8 @@ def test_hot_partition_split_over_tasks_matches_one_task(spark, tmp_path):
     split_bases = [int(p.name[:20]) for p in segment_files(outputs[4] / "events-0")]
     one_bases = [int(p.name[:20]) for p in segment_files(outputs[1] / "events-0")]
     assert one_bases == split_bases == [0]  # no roll at 1 MiB, and the ranges are relaid
-    assert "segments: the relayout of 1 partitions saved" in summaries[4]
+    assert "the relayout encoded" in summaries[4] and ": 1 partitions, 1 segments" in summaries[4]
+    assert snapshot(outputs[4]) == snapshot(outputs[1])  # the same bytes, not only records
     history = IngestHistory(outputs[4]).find_run("hot-4")
     assert history["partitions"] == {"events-0": [0, len(rows)]}
     assert read_root(outputs[4]) == read_root(outputs[1])

@@ -1,4 +1,5 @@
-"""The one pass (no counting pass) publishes the bytes of the counted plan, in both modes.
+"""The one pass (no counting pass) over any task cuts publishes the bytes of one task, in both
+modes.
 
 Without Spark: rows are cut into tasks by hand, so each way a task share can fall is forced.
 The range mode (sorted rows): a hot partition split over several tasks, a partition starting
@@ -6,9 +7,11 @@ exactly at a task's first row (staged provisionally, then continuing the publish
 segment). The direct mode (rows in source order, every task holding any partition): task 0's
 shares in place, every later task's staged, a partition task 0 lacks (its first share is a
 later task's, continuing the published segment), the shares laid out again by the relayout.
-Both with segment rolls inside a task's share and two topics. The counted plan
-(tests/jobs/counted_plan.py) writes every share in place at its exact offset; both ways publish
-into their own root, and every file must match.
+Both with segment rolls inside a task's share, multi-record batches and two topics. The
+reference is one task writing every partition in place (tests/jobs/counted_plan.py); a share
+that continues another is staged as records and encoded by the relayout after it, so batch
+boundaries never follow task boundaries: both ways publish into their own root, and every file
+must match.
 """
 
 from __future__ import annotations
@@ -104,8 +107,8 @@ def _settings(root: Path, run_id: str) -> WriterSettings:
 
 
 def _ingest(root: Path, tasks, run_id: str, *, one_pass: bool, direct: bool = False) -> list:
-    """One run the counted way (counting pass, exact plan) or in one pass; publishes. `direct`:
-    the direct mode's writer, and the relayout of partitions staged in several shares."""
+    """One run the counted way (counting pass, exact plan) or in one pass (then the relayout of
+    the partitions with record shares); publishes. `direct`: the direct mode's writer."""
     root.mkdir(parents=True, exist_ok=True)
     state = scan_existing_state(root)
     leo = {tp: s.log_end_offset for tp, s in state.items()}
@@ -117,13 +120,12 @@ def _ingest(root: Path, tasks, run_id: str, *, one_pass: bool, direct: bool = Fa
         manifests = place_ranges(
             staged, leo, lambda m, offset: continue_staged_range(m, offset, settings)
         )
+        manifests, _ = relayout(manifests, settings, local_runner(settings))
     else:
         counts = [(i, t, p, c) for i, b in enumerate(tasks) for (t, p), c in count_task(b).items()]
         lookup = counted_plan(counts, leo)
         staged = [m for i, t in enumerate(tasks) for m in write(t, i, "0", lookup, settings)]
         manifests = staged
-    if direct:
-        manifests, _ = relayout(manifests, settings, local_runner(settings))
     topics = {m.topic for m in manifests}
     info = RunInfo(source="test", started_at_ms=1, description="test")
     plan = plan_publish(
@@ -156,16 +158,17 @@ def test_one_pass_publishes_the_counted_bytes_new_and_appended(tmp_path, second_
     roots = {}
     for one_pass in (False, True):
         root = tmp_path / ("one-pass" if one_pass else "counted") / "logs"
-        _ingest(root, _tasks(first, FIRST[1]), "r1", one_pass=one_pass)
-        staged = _ingest(root, _tasks(second, second_cuts), "r2", one_pass=one_pass)
+        cuts = (FIRST[1], second_cuts) if one_pass else ([], [])  # the reference: one task
+        _ingest(root, _tasks(first, cuts[0]), "r1", one_pass=one_pass)
+        staged = _ingest(root, _tasks(second, cuts[1]), "r2", one_pass=one_pass)
         roots[one_pass] = root
         if one_pass and second_cuts == SECOND[1]:
             # every way a share can fall occurred: provisional shares (a task's first
             # partition) and shares written in place continuing the published segment
-            assert any(m.provisional for m in staged)
+            assert any(m.records is not None for m in staged)
             assert any(m.replaces is not None for m in staged)
-            provisional_tp = {(m.topic, m.partition) for m in staged if m.provisional}
-            assert ("t", 1) in provisional_tp  # starts at task 3's first row: continued later
+            record_tp = {(m.topic, m.partition) for m in staged if m.records is not None}
+            assert ("t", 1) in record_tp  # starts at task 3's first row: encoded from its start
     counted, one = _published(roots[False]), _published(roots[True])
     assert counted.keys() == one.keys()
     for name in counted:
@@ -200,14 +203,15 @@ def test_direct_one_pass_publishes_the_counted_bytes_new_and_appended(tmp_path, 
     roots = {}
     for one_pass in (False, True):
         root = tmp_path / ("one-pass" if one_pass else "counted") / "logs"
-        staged = _ingest(root, _tasks(first, [100, 330, 500]), "r1", one_pass=one_pass, direct=True)
+        cuts = ([100, 330, 500], second_cuts) if one_pass else ([], [])  # the reference: one task
+        staged = _ingest(root, _tasks(first, cuts[0]), "r1", one_pass=one_pass, direct=True)
         if one_pass:
             assert not any(m.partition == 2 and m.task_key == "task-0" for m in staged)
-        staged = _ingest(root, _tasks(second, second_cuts), "r2", one_pass=one_pass, direct=True)
+        staged = _ingest(root, _tasks(second, cuts[1]), "r2", one_pass=one_pass, direct=True)
         roots[one_pass] = root
         if one_pass:
-            # task 0 in place (continuing the published segments), every later task staged
-            assert all(m.provisional == (m.task_key != "task-0") for m in staged)
+            # task 0 in place (continuing the published segments), every later task's records
+            assert all((m.records is not None) == (m.task_key != "task-0") for m in staged)
             assert any(m.replaces is not None for m in staged)
             assert not any(m.partition == 2 and m.task_key == "task-0" for m in staged)
     counted, one = _published(roots[False]), _published(roots[True])
@@ -225,7 +229,7 @@ def test_place_ranges_refuses_an_in_place_range_out_of_task_order(tmp_path):
     plan = OnePassPlan({})
     tasks = _tasks(table, [50])
     staged = [m for i, t in enumerate(tasks) for m in write_task(t, i, "0", plan, settings)]
-    assert [m.provisional for m in staged] == [False, True]
+    assert [m.records is not None for m in staged] == [False, True]
     placed = place_ranges(staged, {})
     assert [(m.first_offset, m.next_offset, m.range_index) for m in placed] == [
         (0, 50, 0),

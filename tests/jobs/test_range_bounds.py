@@ -16,6 +16,7 @@ import jobs.ingestion.range_bounds as rb
 from jobs.ingest import run
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.mapping import ORDER_COLUMN, map_records, sample_keys
+from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
     config_doc,
@@ -197,7 +198,8 @@ TOPICS = {
     "other": {"partitions": 2, "config": {"segment.bytes": 6000, "index.interval.bytes": 500}},
 }
 PARTITIONS = {"events": 3, "other": 2}
-ONE_RECORD_BATCHES = 1  # batch bytes: every record its own batch, so batches ignore task edges
+BATCH_BYTES = 1500  # several records a batch: a hot partition's later shares are encoded after
+# the earlier share's last batch by the relayout, so batches ignore task edges
 
 
 def _ingest(spark, src, root, *, mode: str, tasks: int | None, ordering=("event_time", "id")):
@@ -209,7 +211,7 @@ def _ingest(spark, src, root, *, mode: str, tasks: int | None, ordering=("event_
         IngestConfig.from_dict(doc),
         run_id="r1",
         tasks=tasks,
-        batch_bytes=ONE_RECORD_BATCHES,
+        batch_bytes=BATCH_BYTES,
         now_ms=1_714_521_600_123,
         out=lambda _: None,
     )
@@ -241,6 +243,8 @@ def test_range_output_does_not_depend_on_task_count_or_sample(spark, tmp_path, m
         result = _ingest(spark, src, root, mode="range", tasks=tasks)
         assert result.records == len(rows)
         assert snapshot(root) == reference, way
+    logs = [p.read_bytes() for p in direct.glob("*/*.log")]
+    assert max(h.records_count for data in logs for h in iter_batch_headers(data)) > 3
 
 
 @pytest.mark.spark

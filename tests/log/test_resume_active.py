@@ -132,3 +132,36 @@ def test_resume_state_matches_the_live_writer(tmp_path):
     closed.resume_as_active()
     assert (closed._bytes_since_last_index_entry, closed._max_ts(), len(closed.time_index)) == state
     assert np.int64(closed.size) == np.int64(seg.size)
+
+
+# the last batch raises the max (the close's entry is its), or an earlier one does
+LAST_RAISES = [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 9000]
+
+
+@pytest.mark.parametrize(
+    "stamps", [INCREASING, FALLING_TAIL, FLAT, LAST_RAISES], ids=["up", "fall", "flat", "last"]
+)
+@pytest.mark.parametrize("keep", [0, 1, 4, 7, 11])
+def test_cut_before_leaves_what_a_close_before_that_batch_leaves(tmp_path, stamps, keep):
+    """`cut_before(k)` on a closed segment gives the files of the writer that closed it just
+    before appending batch k; resumed, it continues as that writer (the relayout's cut)."""
+    config = _config()
+    full = tmp_path / "full"
+    log = PartitionLog.create(full, config, leader_epoch=0)
+    _append(log, stamps)
+    log.close(fsync=False)
+    segment = _reopen(full, config).active_segment
+    segment.cut_before(keep)
+    segment.close()
+    expected = _written(
+        tmp_path / "before", config, [stamps[:keep]] if keep else [], resume=False, rest=[]
+    )
+    assert _files(full) == expected
+    resumed = _reopen(full, config)
+    resumed.active_segment.resume_as_active(0)
+    _append(resumed, [9500, 9600])
+    resumed.close(fsync=False)
+    one = PartitionLog.create(tmp_path / "one", config, leader_epoch=0)
+    _append(one, [*stamps[:keep], 9500, 9600])
+    one.close(fsync=False)
+    assert _files(full) == _files(tmp_path / "one")

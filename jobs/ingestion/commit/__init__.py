@@ -31,6 +31,7 @@ or rolls it back if another process already undid it.
 
 from __future__ import annotations
 
+from jobs.ingestion.commit.place import place_ranges, place_records, rebase_manifest
 from jobs.ingestion.commit.plan import (
     PartitionPlan,
     PublishPlan,
@@ -61,9 +62,7 @@ from jobs.ingestion.commit.staging import (
     fsync_file,
     journal_path,
     manifest_path,
-    place_ranges,
     read_manifest,
-    rebase_manifest,
     run_start_ms,
     segment_file_name,
     staging_root,
@@ -109,6 +108,7 @@ __all__ = [
     "journal_path",
     "manifest_path",
     "place_ranges",
+    "place_records",
     "plan_publish",
     "publish",
     "read_manifest",

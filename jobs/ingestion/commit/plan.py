@@ -149,6 +149,8 @@ def plan_publish(
     for m in manifests:
         if m.run_id != run_id:
             raise PlanError(f"{m.describe()}: manifest of run {m.run_id}, expected run {run_id}")
+        if m.records is not None:  # rows, not segments: only the relayout's encode publishes
+            raise PlanError(f"{m.describe()}: staged as records (it must be relaid out first)")
         if not m.durable:  # everything published is durable before the journal is written
             raise PlanError(f"{m.describe()}: staged without fsync (it must be relaid out first)")
         by_key.setdefault(m.key, []).append(m)

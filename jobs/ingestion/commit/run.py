@@ -3,10 +3,12 @@
 1. `open_run`: the root's run lock; a publish a crash interrupted finished or rolled back; other
    runs' stale staging dropped; and whether this run id is committed already (then the caller
    does nothing: re-running a run id is a no-op).
-2. `place_staged`: provisional shares placed after the partition's log end offset, the first
-   continuing the published last segment when it has room (as a writer that knew its start
-   writes it), by `continue_staged_range`.
-3. the relayout (`jobs.ingestion.relayout`), then `plan_publish` and `publish`.
+2. `place_staged`: provisional shares placed after the partition's log end offset (record
+   shares only get their offsets), a first share of segments continuing the published last
+   segment when it has room (as a writer that knew its start writes it), by
+   `continue_staged_range`.
+3. the relayout (`jobs.ingestion.relayout`: record shares encoded as one writer would), then
+   `plan_publish` and `publish`.
 
 Not exported from `jobs.ingestion.commit`: this module uses the writer, which uses that package.
 """
@@ -18,8 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.ingestion.commit.place import place_ranges
 from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interrupted_publish
-from jobs.ingestion.commit.staging import TaskManifest, place_ranges
+from jobs.ingestion.commit.staging import TaskManifest
 from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.history import IngestHistory
 from jobs.ingestion.lock import RunLock

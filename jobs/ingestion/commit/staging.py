@@ -7,21 +7,20 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from crc32c import crc32c
 
-from jobs.ingestion.meta import IngestError, ManifestError, PlanError, meta_root
+from jobs.ingestion.meta import IngestError, ManifestError, meta_root
 from kafkalog_core import native as native_loops
 from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
 )
 from kafkalog_core.log.names import partition_dir_name
-from kafkalog_core.log.rebase import rebase_segments
 
 # --- names -------------------------------------------------------------------------------------
 JOURNAL_NAME = "publish-journal.json"
@@ -118,13 +117,16 @@ def fsync_file(path: Path) -> None:
 _CHUNK = 1 << 20
 
 
-def _crc32c_stream(f, crc: int = 0) -> str:
-    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file from where it stands,
-    continuing `crc` (that of the bytes before), as 8 hex digits."""
+def _crc32c_stream(f, crc: int = 0, limit: int | None = None) -> str:
+    """CRC-32C (Castagnoli, hardware-accelerated) of an open binary file from where it stands
+    (to its end, or its next `limit` bytes), continuing `crc` (that of the bytes before), as 8
+    hex digits."""
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    while n := f.readinto(buf):
+    left = -1 if limit is None else limit
+    while left and (n := f.readinto(view[: _CHUNK if left < 0 else min(left, _CHUNK)])):
         crc = crc32c(view[:n], crc)
+        left -= n if left > 0 else 0
     return f"{crc:08x}"
 
 
@@ -134,16 +136,23 @@ def crc32c_file(path: Path) -> str:
         return _crc32c_stream(f)
 
 
-def _sync_and_checksum(path: Path, sync: bool = True, prefix: StagedFile | None = None) -> str:
+def _sync_and_checksum(
+    path: Path, sync: bool = True, prefix: StagedFile | None = None, mark: int | None = None
+) -> tuple[str, str | None]:
     """fsync a staged file (`sync`) and checksum it through one open (the bytes are in the page
-    cache); `prefix`: its first bytes are a copy of that file, whose checksum continues."""
+    cache); `prefix`: its first bytes are a copy of that file, whose checksum continues.
+    Also the checksum of its first `mark` bytes on the way (None without a mark)."""
     with open(path, "rb") as f:
         if sync:
             os.fsync(f.fileno())
-        if prefix is None:
-            return _crc32c_stream(f)
-        f.seek(prefix.size)
-        return _crc32c_stream(f, int(prefix.crc32c, 16))
+        crc = "00000000"
+        if prefix is not None and (mark is None or prefix.size <= mark):
+            f.seek(prefix.size)
+            crc = prefix.crc32c
+        marked = None
+        if mark is not None:
+            crc = marked = _crc32c_stream(f, int(crc, 16), mark - f.tell())
+        return _crc32c_stream(f, int(crc, 16)), marked
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -202,9 +211,15 @@ class TaskManifest:
     size_bytes: int = 0
     provisional: bool = False
     native: bool = False  # the writing task encoded with the C loops (kafkalog_core.native)
-    # the staged files were fsynced; False: a share the relayout will copy or sync (never
-    # published as it is: `plan_publish` refuses it)
+    # the staged files were fsynced; False: a record share (never published as it is:
+    # `plan_publish` refuses it)
     durable: bool = True
+    # a record share: its rows, not encoded, in this Arrow IPC file of `staging_dir` (no
+    # segment files); the relayout encodes them after the partition's earlier shares
+    records: str | None = None
+    # a share a later record share may continue: its last .log's bytes before its last batch
+    # (name, size, CRC-32C), whose rows are in `CARRY_FILE` beside it (`jobs.ingestion.carry`)
+    carry: StagedFile | None = None
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -223,6 +238,7 @@ class TaskManifest:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["files"] = [f.to_dict() for f in self.files]
+        data["carry"] = None if self.carry is None else self.carry.to_dict()
         return data
 
     @classmethod
@@ -230,6 +246,8 @@ class TaskManifest:
         try:
             values = dict(data)
             values["files"] = tuple(StagedFile(**f) for f in values["files"])
+            if values.get("carry") is not None:
+                values["carry"] = StagedFile(**values["carry"])
             values["attempt_id"] = str(values["attempt_id"])
             manifest = cls(**values)
         except (KeyError, TypeError, ValueError) as e:
@@ -265,8 +283,18 @@ def _validate_manifest(m: TaskManifest) -> None:
             raise ManifestError(f"{where}: {f.name!r} is not a segment file name")
         if not re.fullmatch(r"[0-9a-f]{8}", f.crc32c):
             raise ManifestError(f"{where}: {f.name} has no valid CRC-32C ({f.crc32c!r})")
+    if m.records is not None:
+        if m.files or m.durable or m.carry is not None or m.replaces is not None:
+            raise ManifestError(f"{where}: a record share stages only its rows, without fsync")
+        return
     if m.next_offset > m.first_offset and not m.segment_bases:
         raise ManifestError(f"{where}: non-empty range without a .log file")
+    if m.carry is not None and (
+        not m.segment_bases
+        or m.carry.name != segment_file_name(m.segment_bases[-1], "log")
+        or m.carry.size > next(f.size for f in m.files if f.name == m.carry.name)
+    ):
+        raise ManifestError(f"{where}: its carried batch is not in its last .log")
     bases = m.segment_bases
     if m.provisional and (m.replaces is not None or m.first_offset != 0):
         raise ManifestError(f"{where}: a provisional range starts at offset 0 in new segments")
@@ -337,9 +365,9 @@ def finalize_task_staging(
     provisional: bool = False,
     native: bool | None = None,
     known: Mapping[str, StagedFile] | None = None,
-    unsynced: Collection[str] = (),
     sync: bool = True,
     prefixes: Mapping[str, StagedFile] | None = None,
+    carry_at: int | None = None,
 ) -> TaskManifest:
     """Task side, after writing the segment files: fsync them and describe them in a manifest.
 
@@ -354,18 +382,22 @@ def finalize_task_staging(
     `native` (default: whether this process has the C loops) lets a job report what its
     executors ran: a cluster's executors may lack the build the driver has.
 
-    `known`: files hard-linked from other staged ranges (already checksummed), by name; one of
-    the same size keeps its entry instead of being read again, and is fsynced only when named
-    in `unsynced` (its range was staged without `sync`).
+    `known`: files hard-linked from other staged ranges (already checksummed and fsynced), by
+    name; one of the same size keeps its entry instead of being read again.
 
     `prefixes`: files (by name) that start with a copy of another staged file, appended to since
     (a continued segment): only the bytes after that copy are read for the checksum.
 
-    `sync=False` checksums without fsyncs: for a range that will not be published as it is
-    (the relayout copies it, or syncs it first); its manifest says `durable=False`.
+    `carry_at`: the position of the last batch in the last .log, which a later record share may
+    take back (`TaskManifest.carry`: that file's bytes before it, checksummed on the way).
+
+    `sync=False` checksums without fsyncs: for a range that will not be published as it is;
+    its manifest says `durable=False`.
     """
     base = Path(staging_dir)
     files = []
+    carry = None
+    last_log = max((p.name for p in base.glob("*.log") if SEGMENT_FILE.match(p.name)), default="")
     for path in sorted(base.iterdir()):
         if not path.is_file() or not SEGMENT_FILE.match(path.name):
             continue
@@ -374,15 +406,16 @@ def finalize_task_staging(
         size = path.stat().st_size
         same = (known or {}).get(path.name)
         if same is not None and same.size == size:
-            if sync and path.name in unsynced:
-                fsync_file(path)
             files.append(same)
             continue
         prefix = (prefixes or {}).get(path.name)
-        checksum = _sync_and_checksum(
-            path, sync, prefix if prefix and prefix.size <= size else None
+        mark = carry_at if path.name == last_log else None
+        checksum, marked = _sync_and_checksum(
+            path, sync, prefix if prefix and prefix.size <= size else None, mark
         )
         files.append(StagedFile(path.name, size, checksum))
+        if marked is not None:
+            carry = StagedFile(path.name, int(carry_at), marked)  # type: ignore[arg-type]
     if sync:
         fsync_dir(base)
     manifest = TaskManifest(
@@ -404,75 +437,12 @@ def finalize_task_staging(
         provisional=provisional,
         native=native_loops.module is not None if native is None else native,
         durable=sync,
+        carry=carry,
     )
     _validate_manifest(manifest)
     if write:
         write_manifest(manifest)
     return manifest
-
-
-def rebase_manifest(manifest: TaskManifest, first_offset: int, range_index: int) -> TaskManifest:
-    """A range staged at provisional offsets, moved to where it lands in its partition: the
-    batches' base offsets and the file names shift (`kafkalog_core.log.rebase`), then the range
-    is finalized again (checksums; fsyncs only if it was staged durable: a range staged without
-    them is laid out again by the relayout, which syncs what it keeps) under its new offsets
-    and range index."""
-    if not manifest.provisional:
-        raise ManifestError(f"{manifest.describe()}: only a provisional range moves")
-    staging = Path(manifest.staging_dir)
-    logs = sorted(staging / f.name for f in manifest.files if f.name.endswith(".log"))
-    rebase_segments(logs, first_offset)
-    return finalize_task_staging(
-        staging,
-        run_id=manifest.run_id,
-        task_key=manifest.task_key,
-        attempt_id=manifest.attempt_id,
-        topic=manifest.topic,
-        partition=manifest.partition,
-        range_index=range_index,
-        first_offset=first_offset,
-        next_offset=first_offset + (manifest.next_offset - manifest.first_offset),
-        record_count=manifest.record_count,
-        max_timestamp=manifest.max_timestamp,
-        leader_epoch=manifest.leader_epoch,
-        native=manifest.native,  # written by the task, not by this (driver) process
-        sync=manifest.durable,
-    )
-
-
-def place_ranges(
-    manifests: list[TaskManifest],
-    log_end_offsets: Mapping[tuple[str, int], int],
-    continue_first: Callable[[TaskManifest, int], TaskManifest | None] | None = None,
-) -> list[TaskManifest]:
-    """Each partition's staged ranges in range-index order (task order), chained from its log
-    end offset: provisional ones are moved there (`rebase_manifest`), ranges written in place
-    are checked to start there. `continue_first(manifest, offset)` may instead turn a
-    provisional first range into the continuation of the published last segment (None: no
-    segment to continue), as the range mode's writer continues it when it knows the start."""
-    by_partition: dict[tuple[str, int], list[TaskManifest]] = {}
-    for m in manifests:
-        by_partition.setdefault((m.topic, m.partition), []).append(m)
-    placed = []
-    for tp, shares in sorted(by_partition.items()):
-        offset = int(log_end_offsets.get(tp, 0))
-        for index, share in enumerate(sorted(shares, key=lambda m: m.range_index)):
-            moved = None
-            if not share.provisional:
-                if index != 0 or share.first_offset != offset:
-                    raise PlanError(
-                        f"{share.describe()} was written in place, but the partition's ranges "
-                        f"put it at offset {offset}, range {index} (the range partitioner's "
-                        "task order broke)"
-                    )
-                moved = share
-            elif index == 0 and continue_first is not None:
-                moved = continue_first(share, offset)
-            if moved is None:
-                moved = rebase_manifest(share, offset, index)
-            placed.append(moved)
-            offset = moved.next_offset
-    return placed
 
 
 def copy_file(source: Path, dest: Path) -> None:
