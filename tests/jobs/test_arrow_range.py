@@ -426,10 +426,10 @@ def test_the_vectorized_search_agrees_with_the_binary_search(dtypes):
     found where the row-by-row binary search finds it."""
     rng = random.Random(str(dtypes))
     plan = ar.ArrowRangePlan(
-        None,
+        None,  # type: ignore[arg-type]
         tuple(f"c{i}" for i in range(len(dtypes))),
         tuple(pa.types.is_floating(t) for t in dtypes),
-    )  # type: ignore[arg-type]
+    )
     run = _random_run(rng, 300, dtypes, extra=1)
     run = run.take(ar._sort_order(run, plan))
     others = _random_run(rng, 60, dtypes, extra=0)
