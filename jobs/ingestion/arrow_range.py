@@ -12,11 +12,14 @@ ordering names plain columns, the records never need to leave Arrow:
    sampled key stands for the rows since the previous one), never its rows.
 2. The driver picks the write tasks' bounds as quantiles of those keys weighted by the rows
    they stand for (`pick_bounds`): tasks balanced by rows, a hot partition spread over several
-   tasks, and no sampling or counting job.
-3. Stage 2 (one Spark task per range): task j memory-maps every run, takes the rows with
-   bound[j-1] < key <= bound[j] (a binary search of each sorted run), sorts them and hands them
-   to `write_task` with the `OnePassPlan`: the function the Spark range mode calls, so offsets,
-   batches, segments, manifests, placement and relayout are those of the Spark range mode.
+   tasks, and no sampling or counting job. Finer quantiles split each task's range into
+   sub-ranges of about `chunk_rows` rows (`pick_ranges`).
+3. Stage 2 (one Spark task per range): task j finds where its range's and sub-ranges' bounds
+   fall in each overlapping run (one vectorized search per run, `_counts_at_most`), then for
+   one sub-range after another memory-maps the runs, takes their slices, sorts them and hands
+   them to `write_task` with the `OnePassPlan`: the function the Spark range mode calls, so
+   offsets, batches, segments, manifests, placement and relayout are those of the Spark range
+   mode. A task holds about `chunk_rows` rows at a time, whatever the data's size.
 
 The order is Spark's ascending sort: nulls first, NaN greatest, -0.0 equal to 0.0, strings and
 binaries by their bytes; `pos` (the source row id, split << 33 | row, as `mapping_input` gives
@@ -32,6 +35,7 @@ they take about the records' size (uncompressed) on the output root's file syste
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import shutil
@@ -67,7 +71,9 @@ __all__ = [
     "ArrowRangePlan",
     "Run",
     "SortedRuns",
+    "WriteRange",
     "pick_bounds",
+    "pick_ranges",
     "plan_arrow_range",
     "range_batches",
     "sort_runs",
@@ -227,7 +233,8 @@ def _keys(table: pa.Table, rows: np.ndarray, plan: ArrowRangePlan) -> list[Key]:
 
 
 def _count_at_most(table: pa.Table, bound: Key, plan: ArrowRangePlan) -> int:
-    """How many rows of a sorted run have a key <= `bound` (binary search)."""
+    """How many rows of a sorted run have a key <= `bound` (a binary search probing one row at
+    a time: the reference `_counts_at_most` is checked against)."""
     lo, hi = 0, table.num_rows
     while lo < hi:
         mid = (lo + hi) // 2
@@ -236,6 +243,123 @@ def _count_at_most(table: pa.Table, bound: Key, plan: ArrowRangePlan) -> int:
         else:
             hi = mid
     return lo
+
+
+# Ordering types whose values numpy orders as Spark does (as integers: dates, timestamps, bools);
+# the others (strings, binaries, decimals) are searched by their ranks among the values.
+_NUMPY_ORDERED = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_boolean,
+    pa.types.is_date32,
+    pa.types.is_timestamp,
+)
+
+
+def _ranks(column: pa.ChunkedArray, values: list) -> tuple[np.ndarray, np.ndarray]:
+    """`column` and `values` (None: no value) as their ranks among the distinct values of both,
+    in pyarrow's order (strings and binaries by their bytes, as Python compares str and bytes);
+    nulls rank -1."""
+    probe = pa.array(values, column.type)
+    distinct = pc.unique(pa.chunked_array([*column.chunks, probe], column.type)).drop_null()
+    ordered = distinct.take(pc.sort_indices(distinct))
+    ranks = [pc.index_in(c, value_set=ordered).fill_null(-1) for c in (column, probe)]
+    return ranks[0].to_numpy().astype(np.int64), ranks[1].to_numpy().astype(np.int64)
+
+
+def _topic_ranks(column: pa.ChunkedArray, topics: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A run's topic column and `topics` as their ranks among the topics of both: the column is
+    sorted, so its few runs of equal topics are ranked (no hashing or search of every row)."""
+    encoded = [pc.run_end_encode(chunk) for chunk in column.chunks]
+    names = [e.values.to_pylist() for e in encoded]
+    rank = {t: i for i, t in enumerate(sorted({*topics, *(t for n in names for t in n)}))}
+    ranks = [
+        np.repeat([rank[t] for t in n], np.diff(e.run_ends.to_numpy(), prepend=0))
+        for e, n in zip(encoded, names, strict=True)
+    ]
+    return np.concatenate([np.zeros(0, np.int64), *ranks]), np.array([rank[t] for t in topics])
+
+
+def _ordering_fields(
+    column: pa.ChunkedArray, bound: list[tuple], floating: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """An ordering column and the bounds' `_comparable` values of it as numpy fields: (class:
+    null 0, value 1, NaN 2) and the value (0 unless the class is 1, -0.0 equal to 0.0)."""
+    present = [c[1] if c[0] == 1 else None for c in bound]
+    valid = column.is_valid()
+    kind = valid.to_numpy(zero_copy_only=False).astype(np.int8)
+    if any(is_type(column.type) for is_type in _NUMPY_ORDERED):
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.int64())
+        elif pa.types.is_date32(column.type):
+            column = column.cast(pa.int32())
+        elif pa.types.is_boolean(column.type):
+            column = column.cast(pa.uint8())
+        values = column.fill_null(0).to_numpy()
+        if floating:
+            nan = np.isnan(values)
+            kind[nan] = 2
+            values = np.where(nan, 0.0, values)
+        probe = np.array([0 if v is None else v for v in present], values.dtype)
+    else:
+        values, probe = _ranks(column, present)
+    probe_kind = np.array([c[0] for c in bound], np.int8)
+    return [(kind, probe_kind), (values, probe)]
+
+
+def _key_arrays(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan) -> tuple:
+    """The keys of `table`'s rows and `bounds` as numpy structured arrays whose field-by-field
+    order is the keys' order (the topic as its rank, ordering values as `_ordering_fields`)."""
+    topics = _topic_ranks(table.column("topic"), [b[0] for b in bounds])
+    partition = table.column("partition").to_numpy()
+    fields = [topics, (partition, np.array([b[1] for b in bounds], partition.dtype))]
+    for i, (name, floating) in enumerate(zip(plan.order_columns, plan.floating, strict=True)):
+        fields += _ordering_fields(table.column(name), [b[2 + i] for b in bounds], floating)
+    fields.append((table.column(POS).to_numpy(), np.array([b[-1] for b in bounds], np.int64)))
+    dtype = np.dtype([(f"f{i}", run.dtype) for i, (run, _) in enumerate(fields)])
+    keys = np.empty(table.num_rows, dtype)
+    probes = np.empty(len(bounds), dtype)
+    for i, (run, probe) in enumerate(fields):
+        keys[f"f{i}"] = run
+        probes[f"f{i}"] = probe
+    return keys, probes
+
+
+def _rows_of(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """`rows` (ascending) of `table`, taken batch by batch: a take over a column of many chunks
+    would first concatenate its chunks, i.e. read every key of the run."""
+    parts, start = [], 0
+    for batch in table.to_batches():
+        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+        if hi > lo:
+            parts.append(batch.take(pa.array(rows[lo:hi] - start)))
+        start += batch.num_rows
+    return pa.Table.from_batches(parts, table.schema)
+
+
+def _counts_at_most(table: pa.Table, bounds: Sequence[Key], plan: ArrowRangePlan) -> np.ndarray:
+    """How many rows of a sorted run have a key <= each of `bounds`: two vectorized searches
+    (`np.searchsorted` over `_key_arrays`) instead of a Python probe per binary-search step.
+    Every `stride`-th key puts each bound in a block of `stride` rows, the blocks' keys place
+    it: about 2 sqrt(rows) keys read per bound, not the run's every key (each write task
+    searches every run that overlaps it)."""
+    n = table.num_rows
+    stride = max(1, math.isqrt(n))
+    keys, probes = _key_arrays(_rows_of(table, np.arange(stride - 1, n, stride)), bounds, plan)
+    blocks = np.searchsorted(keys, probes, side="right")  # rows >= stride * block are > bound
+    if stride == 1 or not len(blocks):
+        return blocks
+    wanted = np.unique(blocks)
+    starts = wanted * stride
+    stops = np.minimum(n, starts + stride - 1)  # the row after a block's is a sampled one
+    offsets = np.concatenate([[0], np.cumsum(stops - starts)])
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops, strict=True)])
+    keys, probes = _key_arrays(_rows_of(table, rows), bounds, plan)
+    counts = blocks * stride
+    for i, w in enumerate(np.searchsorted(wanted, blocks).tolist()):
+        block = keys[offsets[w] : offsets[w + 1]]
+        counts[i] += np.searchsorted(block, probes[i], side="right")
+    return counts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,40 +450,106 @@ def pick_bounds(samples: Sequence[tuple[Key, int]], tasks: int) -> list[Key]:
     return bounds
 
 
+@dataclass(frozen=True)
+class WriteRange:
+    """A write task's keys, lower < key <= upper (None: unbounded), read in the sub-ranges that
+    the keys `inner` (ascending, strictly inside) split it into."""
+
+    lower: Key | None
+    upper: Key | None
+    inner: tuple[Key, ...]
+
+
+def pick_ranges(
+    samples: Sequence[tuple[Key, int]], tasks: int, chunk_rows: int
+) -> list[WriteRange]:
+    """The write tasks' ranges (`pick_bounds(samples, tasks)`), each split at finer bounds into
+    sub-ranges of about `chunk_rows` rows: a task's memory then follows `chunk_rows`, not the
+    data's size, and its rows and their order stay those of its whole range."""
+    bounds = pick_bounds(samples, tasks)
+    total = sum(w for _, w in samples)
+    fine = pick_bounds(samples, max(tasks, -(-total // chunk_rows)))
+    edges = [None, *bounds, None]
+    ranges = []
+    for lower, upper in zip(edges, edges[1:], strict=False):
+        start = 0 if lower is None else bisect.bisect_right(fine, lower)
+        stop = len(fine) if upper is None else bisect.bisect_left(fine, upper)
+        ranges.append(WriteRange(lower, upper, tuple(fine[start:stop])))
+    return ranges
+
+
 # ---------------------------------------------------------------------------------------------
 # Stage 2: a range's rows from every run (task side, no Spark)
 
 
 def _open_run(path: str) -> pa.Table:
-    """A run file, memory-mapped (the rows are read only where they are sliced)."""
+    """A run file, memory-mapped (the rows are read only where they are sliced; the pages stay
+    resident while the table lives, so a task opens a run for each sub-range it reads)."""
     return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
+def _cuts(run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan) -> list[int]:
+    """How many rows of `run` have a key <= each edge (None: 0 as the first edge, every row as
+    the last): the run is read only if an edge falls inside it, then searched for all at once."""
+    cuts, inside = [], []
+    for i, edge in enumerate(edges):
+        if edge is None:
+            cuts.append(0 if i == 0 else run.rows)
+        elif edge < run.first:
+            cuts.append(0)
+        elif edge >= run.last:
+            cuts.append(run.rows)
+        else:
+            cuts.append(-1)
+            inside.append(i)
+    if inside:
+        keys = _open_run(run.path).select(["topic", "partition", *plan.order_columns, POS])
+        found = _counts_at_most(keys, [edges[i] for i in inside], plan)  # type: ignore[misc]
+        for i, count in zip(inside, found.tolist(), strict=True):
+            cuts[i] = count
+    return cuts
+
+
+def _merged(
+    pieces: Sequence[tuple[str, int, int]], plan: ArrowRangePlan
+) -> Iterator[pa.RecordBatch]:
+    """The written columns of the run slices `pieces` ((path, start, stop)) in key order."""
+    tables = [_open_run(path).slice(start, stop - start) for path, start, stop in pieces]
+    if len(tables) == 1:  # a run is sorted already
+        only = tables[0]
+        yield from only.select(_written(only.schema)).to_batches(max_chunksize=BATCH_ROWS)
+        return
+    if not tables:
+        return
+    combined = pa.concat_tables(tables)
+    order = _sort_order(combined, plan)
+    # One copy of the records: a take from a table of many chunks would concatenate its
+    # binary chunks again for every batch taken.
+    records = combined.select(_written(combined.schema)).combine_chunks()
+    del tables, combined  # the runs' pages: only the copy is held from here on
+    for start in range(0, len(order), BATCH_ROWS):
+        yield from records.take(order.slice(start, BATCH_ROWS)).to_batches()
+
+
 def range_batches(
-    runs: Sequence[Run], lower: Key | None, upper: Key | None, plan: ArrowRangePlan
+    runs: Sequence[Run],
+    lower: Key | None,
+    upper: Key | None,
+    plan: ArrowRangePlan,
+    inner: Sequence[Key] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The written columns of the rows with lower < key <= upper (None: unbounded) from every
-    run, sorted, in batches of `BATCH_ROWS`."""
-    pieces = []
-    for run in runs:
-        if (lower is not None and run.last <= lower) or (upper is not None and run.first > upper):
-            continue  # nothing of this run in the range
-        table = _open_run(run.path)
-        lo = 0 if lower is None else _count_at_most(table, lower, plan)
-        hi = run.rows if upper is None else _count_at_most(table, upper, plan)
-        if hi > lo:
-            pieces.append(table.slice(lo, hi - lo))
-    if not pieces:
-        return
-    combined = pa.concat_tables(pieces)
-    records = combined.select(_written(combined.schema))
-    if len(pieces) == 1:  # a run is sorted already
-        yield from records.to_batches(max_chunksize=BATCH_ROWS)
-        return
-    order = _sort_order(combined, plan)
-    for start in range(0, len(order), BATCH_ROWS):
-        part = records.take(order.slice(start, BATCH_ROWS)).combine_chunks()
-        yield from part.to_batches()
+    run, sorted, in batches of at most `BATCH_ROWS`: one sub-range (split at `inner`, ascending
+    keys inside the range) at a time, so a task holds about one sub-range's rows whatever the
+    size of its range."""
+    edges = [lower, *inner, upper]
+    cuts = [
+        (run.path, _cuts(run, edges, plan))
+        for run in runs
+        if (lower is None or run.last > lower) and (upper is None or run.first <= upper)
+    ]
+    for i in range(len(edges) - 1):
+        yield from _merged([(p, c[i], c[i + 1]) for p, c in cuts if c[i + 1] > c[i]], plan)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,21 +582,19 @@ def write_range_with_arrow(
     sorted_runs = sc.parallelize(range(splits), splits).mapPartitions(sort_fn).collect()
     runs = [run for s in sorted_runs for run in s.runs]
     wanted = tasks or max(sc.defaultParallelism, splits)
-    bounds = pick_bounds([k for s in sorted_runs for k in s.samples], wanted)
+    ranges = pick_ranges([k for s in sorted_runs for k in s.samples], wanted, plan.chunk_rows)
 
     def write_fn(indices):
         from pyspark import TaskContext
 
         attempt = str(TaskContext.get().taskAttemptId())
         for j in indices:
-            lower = bounds[j - 1] if j > 0 else None
-            upper = bounds[j] if j < len(bounds) else None
-            batches = range_batches(runs, lower, upper, plan)
+            r = ranges[j]
+            batches = range_batches(runs, r.lower, r.upper, plan, r.inner)
             for manifest in write_task(batches, j, attempt, one_pass, settings):
                 yield manifest.to_json()
 
-    ranges = len(bounds) + 1
-    rows = sc.parallelize(range(ranges), ranges).mapPartitions(write_fn).collect()
+    rows = sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(write_fn).collect()
     drop_exchange(root, run_id)
     return [TaskManifest.from_json(r) for r in rows]
 

@@ -346,3 +346,101 @@ def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
             ids += [r["value"] for r in batch.to_pylist()]
         assert 1 <= len(opened) <= 3
     assert ids == [r["payload"] for r in rows]
+
+
+def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatch):
+    """Data 20x `chunk_rows`: each write task's range is split into sub-ranges of about
+    `chunk_rows` rows, sorted one at a time; the rows and their order are the whole range's."""
+    src = _write(tmp_path / "src", source["rows"], files=2)
+    plan = _plan(tmp_path, src, chunk_rows=20)
+    runs, samples = [], []
+    for split in range(len(plan.read.tasks)):
+        (tmp_path / f"x{split}").mkdir()
+        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
+        runs += out.runs
+        samples += out.samples
+    ranges = ar.pick_ranges(samples, 2, plan.chunk_rows)
+    assert [r.upper for r in ranges[:-1]] == ar.pick_bounds(samples, 2)  # the tasks' edges
+    assert [r.lower for r in ranges[1:]] == [r.upper for r in ranges[:-1]]
+    sorted_rows: list[int] = []
+    real = ar._sort_order
+    monkeypatch.setattr(
+        ar, "_sort_order", lambda t, p: sorted_rows.append(t.num_rows) or real(t, p)
+    )
+
+    def rows(split: bool) -> list[list[dict]]:
+        return [
+            pa.Table.from_batches(
+                ar.range_batches(runs, r.lower, r.upper, plan, r.inner if split else ())
+            ).to_pylist()
+            for r in ranges
+        ]
+
+    whole = rows(split=False)
+    assert max(sorted_rows) == max(len(w) for w in whole) >= 10 * plan.chunk_rows
+    sorted_rows.clear()
+    assert rows(split=True) == whole
+    assert all(len(r.inner) >= 8 for r in ranges)
+    assert max(sorted_rows) <= plan.chunk_rows  # every key sampled: exact quantiles
+    assert sum(len(w) for w in whole) == len(source["rows"])
+
+
+_POOLS = {
+    pa.float64(): [None, math.nan, -0.0, 0.0, 1.5, -2.0, math.inf, -math.inf],
+    pa.float32(): [None, math.nan, 0.0, -0.0, 2.5, -1.0, 7.0],
+    pa.string(): [None, "", "a", "b", "é", "zz", "ab", "\U0001f600"],
+    pa.large_string(): [None, "x", "", "é", "xy"],
+    pa.binary(): [None, b"", b"\x00", b"\x01", b"\xc8", b"\x00\x00", b"\xff"],
+    pa.date32(): [None, *(dt.date(2024, 5, d) for d in range(1, 5))],
+    pa.decimal128(10, 2): [None, Decimal("-3.00"), Decimal("0.01"), Decimal("2.50"), Decimal(0)],
+    pa.bool_(): [None, True, False],
+    pa.int8(): [None, -128, -1, 0, 1, 127],
+    pa.int64(): [None, -(2**63), -1, 0, 5, 2**63 - 1],
+    pa.uint64(): [None, 0, 1, 2**63, 2**64 - 1],
+    pa.timestamp("us", "UTC"): [None, dt.datetime(1, 1, 1), dt.datetime(2024, 5, 1, 0, 0, 0, 1)],
+}
+
+
+def _random_run(rng: random.Random, n: int, dtypes: list, extra: int) -> pa.Table:
+    """`n` rows of random keys (duplicates, nulls, NaN) over topics/partitions/values; the last
+    `extra` values of each pool (and topic "c") are left out unless `extra` is 0."""
+    topics = ["a", "b", "é", "c"][: 4 - min(extra, 1)]
+    columns = {
+        "topic": pa.array([rng.choice(topics) for _ in range(n)], pa.string()),
+        "partition": pa.array([rng.randrange(3) for _ in range(n)], pa.int32()),
+    }
+    for i, dtype in enumerate(dtypes):
+        pool = _POOLS[dtype][: len(_POOLS[dtype]) - extra]
+        columns[f"_kl_o{i}"] = pa.array([rng.choice(pool) for _ in range(n)], dtype)
+    columns[ar.POS] = pa.array(rng.sample(range(10 * n), n), pa.int64())
+    return pa.table(columns)
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [[t] for t in _POOLS] + [[], [pa.float64(), pa.string()], [pa.bool_(), pa.binary(), pa.int8()]],
+    ids=[str(t) for t in _POOLS] + ["none", "float-string", "bool-binary-int8"],
+)
+def test_the_vectorized_search_agrees_with_the_binary_search(dtypes):
+    """Every bound, in or between a run's keys (values and topics the run lacks included), is
+    found where the row-by-row binary search finds it."""
+    rng = random.Random(str(dtypes))
+    plan = ar.ArrowRangePlan(
+        None,  # type: ignore[arg-type]
+        tuple(f"c{i}" for i in range(len(dtypes))),
+        tuple(pa.types.is_floating(t) for t in dtypes),
+    )
+    run = _random_run(rng, 300, dtypes, extra=1)
+    run = run.take(ar._sort_order(run, plan))
+    others = _random_run(rng, 60, dtypes, extra=0)
+    bounds = ar._keys(others, np.arange(others.num_rows), plan)
+    bounds += ar._keys(run, np.array(rng.sample(range(run.num_rows), 40)), plan)
+    expected = [ar._count_at_most(run, b, plan) for b in bounds]
+    assert len(set(expected)) > 20  # bounds spread over the run
+    assert ar._counts_at_most(run, bounds, plan).tolist() == expected
+    chunked = pa.Table.from_batches(run.to_batches(max_chunksize=7))  # several batches
+    assert ar._counts_at_most(chunked, bounds, plan).tolist() == expected
+    for rows in (1, 2, 3, 4, 5, 9):  # strides 1 and 2, a last block cut short
+        part = run.slice(rng.randrange(run.num_rows - rows), rows)
+        expected = [ar._count_at_most(part, b, plan) for b in bounds]
+        assert ar._counts_at_most(part, bounds, plan).tolist() == expected, rows
