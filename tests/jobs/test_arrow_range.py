@@ -18,6 +18,7 @@ import pytest
 
 from jobs.ingest import run
 from jobs.ingestion import arrow_range as ar
+from jobs.ingestion import arrow_range_keys as rk
 from jobs.ingestion.arrow_reader import plan_arrow_read
 from jobs.ingestion.config import IngestConfig
 from kafkalog_core.errors import KafkaLogError
@@ -276,17 +277,17 @@ def test_the_sort_puts_nulls_first_and_nan_last():
             "topic": ["t"] * len(values),
             "partition": pa.array([0] * len(values), pa.int32()),
             "_kl_o0": pa.array(values, pa.float64()),
-            ar.POS: pa.array(np.arange(len(values))[::-1].copy()),
+            rk.POS: pa.array(np.arange(len(values))[::-1].copy()),
         }
     )
     plan = ar.ArrowRangePlan(None, ("score",), (True,))  # type: ignore[arg-type]
-    order = ar._sort_order(table, plan).to_pylist()
-    ranked = [table.column(ar.POS)[i].as_py() for i in order]
+    order = rk.sort_order(table, plan).to_pylist()
+    ranked = [table.column(rk.POS)[i].as_py() for i in order]
     # nulls (pos 1, 5), -2.0 (2), the tied zeros by pos (3, 4), 1.5 (7), NaN (0, 6)
     assert ranked == [1, 5, 2, 3, 4, 7, 0, 6]
-    keys = ar._keys(table, np.array(order), plan)
+    keys = rk.keys_at(table, np.array(order), plan)
     assert keys == sorted(keys)  # Python's comparison of keys agrees (binary search, bounds)
-    assert ar._count_at_most(table.take(pa.array(order)), keys[4], plan) == 5
+    assert rk.count_at_most(table.take(pa.array(order)), keys[4], plan) == 5
 
 
 def test_pyarrows_sort_and_the_python_keys_agree_for_every_type(source):
@@ -299,13 +300,13 @@ def test_pyarrows_sort_and_the_python_keys_agree_for_every_type(source):
                 "topic": [r["topic"] for r in rows],
                 "partition": pa.array([r["part"] for r in rows], pa.int32()),
                 "_kl_o0": pa.array([r[name] for r in rows], dtype),
-                ar.POS: pa.array(np.arange(len(rows))[::-1].copy()),
+                rk.POS: pa.array(np.arange(len(rows))[::-1].copy()),
             }
         )
         assert ar._sortable(dtype)
         plan = ar.ArrowRangePlan(None, (name,), (pa.types.is_floating(dtype),))  # type: ignore[arg-type]
-        order = ar._sort_order(table, plan).to_pylist()
-        keys = ar._keys(table, np.array(order), plan)
+        order = rk.sort_order(table, plan).to_pylist()
+        keys = rk.keys_at(table, np.array(order), plan)
         assert keys == sorted(keys), name
         independent = sorted(
             (r["topic"], r["part"], _python_key(r, (name,))[0], len(rows) - 1 - i)
@@ -363,10 +364,8 @@ def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatc
     assert [r.upper for r in ranges[:-1]] == ar.pick_bounds(samples, 2)  # the tasks' edges
     assert [r.lower for r in ranges[1:]] == [r.upper for r in ranges[:-1]]
     sorted_rows: list[int] = []
-    real = ar._sort_order
-    monkeypatch.setattr(
-        ar, "_sort_order", lambda t, p: sorted_rows.append(t.num_rows) or real(t, p)
-    )
+    real = rk.sort_order
+    monkeypatch.setattr(ar, "sort_order", lambda t, p: sorted_rows.append(t.num_rows) or real(t, p))
 
     def rows(split: bool) -> list[list[dict]]:
         return [
@@ -412,7 +411,7 @@ def _random_run(rng: random.Random, n: int, dtypes: list, extra: int) -> pa.Tabl
     for i, dtype in enumerate(dtypes):
         pool = _POOLS[dtype][: len(_POOLS[dtype]) - extra]
         columns[f"_kl_o{i}"] = pa.array([rng.choice(pool) for _ in range(n)], dtype)
-    columns[ar.POS] = pa.array(rng.sample(range(10 * n), n), pa.int64())
+    columns[rk.POS] = pa.array(rng.sample(range(10 * n), n), pa.int64())
     return pa.table(columns)
 
 
@@ -431,16 +430,16 @@ def test_the_vectorized_search_agrees_with_the_binary_search(dtypes):
         tuple(pa.types.is_floating(t) for t in dtypes),
     )
     run = _random_run(rng, 300, dtypes, extra=1)
-    run = run.take(ar._sort_order(run, plan))
+    run = run.take(rk.sort_order(run, plan))
     others = _random_run(rng, 60, dtypes, extra=0)
-    bounds = ar._keys(others, np.arange(others.num_rows), plan)
-    bounds += ar._keys(run, np.array(rng.sample(range(run.num_rows), 40)), plan)
-    expected = [ar._count_at_most(run, b, plan) for b in bounds]
+    bounds = rk.keys_at(others, np.arange(others.num_rows), plan)
+    bounds += rk.keys_at(run, np.array(rng.sample(range(run.num_rows), 40)), plan)
+    expected = [rk.count_at_most(run, b, plan) for b in bounds]
     assert len(set(expected)) > 20  # bounds spread over the run
-    assert ar._counts_at_most(run, bounds, plan).tolist() == expected
+    assert rk.counts_at_most(run, bounds, plan).tolist() == expected
     chunked = pa.Table.from_batches(run.to_batches(max_chunksize=7))  # several batches
-    assert ar._counts_at_most(chunked, bounds, plan).tolist() == expected
+    assert rk.counts_at_most(chunked, bounds, plan).tolist() == expected
     for rows in (1, 2, 3, 4, 5, 9):  # strides 1 and 2, a last block cut short
         part = run.slice(rng.randrange(run.num_rows - rows), rows)
-        expected = [ar._count_at_most(part, b, plan) for b in bounds]
-        assert ar._counts_at_most(part, bounds, plan).tolist() == expected, rows
+        expected = [rk.count_at_most(part, b, plan) for b in bounds]
+        assert rk.counts_at_most(part, bounds, plan).tolist() == expected, rows
