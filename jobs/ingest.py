@@ -207,19 +207,19 @@ def _arrow_read_plan(
     plan: ArrowReadPlan | ArrowRangePlan | None = None
     found = source_files(spark, config, source)
     why = found.why
-    packed = ""  # why the tasks are not Spark's own splits
     if found.files is not None:  # the ordering is the range plan's to check
-        splits, packed = spark_tasks(source.df, found.files)
+        files = found.files
         plan, why = plan_arrow_read(
             replace(config, ordering=()),
-            found.files,
+            files,
             partition_columns=found.partition_columns,
             partitions=found.partitions,
             max_split_bytes=_max_split_bytes(spark),
-            tasks=splits,
+            splits=lambda: spark_tasks(source.df, files),
         )
-    if packed:
-        packed = f"; tasks packed in path order, not Spark's splits, as {packed}"
+    packed = ""
+    if isinstance(plan, ArrowReadPlan) and plan.packed:
+        packed = f"; tasks packed in path order, not Spark's splits, as {plan.packed}"
     if plan is not None and choose_write_mode(config, tasks, len(plan.tasks)) == "range":
         assert found.files is not None and isinstance(plan, ArrowReadPlan)
         plan, why = plan_arrow_range(plan, config, found.files, found.partition_columns)

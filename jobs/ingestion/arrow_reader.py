@@ -36,7 +36,7 @@ large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -155,6 +155,7 @@ class ArrowReadPlan:
     rules: MappingRules
     file_systems: tuple[str, ...] = ()  # pyarrow's type names of the file systems read
     resolvers: tuple[tuple[str, Resolver], ...] = ()  # `source_fs` hooks the tasks install
+    packed: str = ""  # why the tasks are packed in path order, not Spark's splits
 
     @property
     def where(self) -> str:
@@ -286,12 +287,13 @@ def plan_arrow_read(
     partition_columns: Sequence[str] = (),
     partitions: PathPartitions | None = None,
     max_split_bytes: int = 128 << 20,
-    tasks: Sequence[Sequence[FilePiece]] | None = None,
+    splits: Callable[[], tuple[Sequence[Sequence[FilePiece]] | None, str]] | None = None,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
     or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
-    the values of partition columns the tasks can supply (a table's, from its paths); `tasks`:
-    Spark's splits of the files (`arrow_splits`), else they are packed by `max_split_bytes`."""
+    the values of partition columns the tasks can supply (a table's, from its paths); `splits`:
+    asked once the run qualifies, Spark's splits of the files as tasks (`arrow_splits`) or
+    (None, why not), when they are packed by `max_split_bytes`."""
     source, m = config.source, config.mapping
     if source.format not in ("parquet", "delta", "table"):
         return None, f"source format {source.format}"
@@ -371,6 +373,7 @@ def plan_arrow_read(
         kind, factor = planned
     if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
         return None, f"partition column {m.partition.column!r} is not a signed integer"
+    tasks, packed = splits() if splits is not None else (None, "")
     if tasks is None:
         tasks = pack_tasks(sources, max_split_bytes)
     tasks = tuple(tuple(task) for task in tasks)
@@ -394,6 +397,7 @@ def plan_arrow_read(
         mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
         resolvers=resolvers_for(sources),
+        packed=packed,
     ), ""
 
 

@@ -19,14 +19,14 @@ partition classes differ) `spark_tasks` says why and the arrow reader packs the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
 from jobs.ingestion.arrow_reader import FilePiece, file_metadata
-from jobs.ingestion.source_fs import io_map
+from jobs.ingestion.source_fs import io_map, split_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -155,15 +155,28 @@ def split_tasks(
     return tuple(tasks)
 
 
+def _file_key(location: str) -> tuple[str, str, str]:
+    """A location's (scheme, authority, path), a plain path and a file: URI alike."""
+    parts = split_uri(location)
+    if parts is None:
+        return "file", "", location
+    scheme, authority, path = parts
+    return scheme, "" if scheme == "file" else authority, "/" + path.lstrip("/")
+
+
 def spark_tasks(
     df: DataFrame, files: Sequence[str]
 ) -> tuple[tuple[tuple[FilePiece, ...], ...] | None, str]:
     """The arrow reader's tasks as Spark's partitions of `df` (the source as Spark reads it),
-    or (None, why not): also when Spark's splits name other files than `files`."""
+    each piece named as in `files` (a plain path and a file: URI of it are the same file), or
+    (None, why not): also when Spark's splits name other files than `files`."""
     splits, why = spark_splits(df)
     if splits is None:
         return None, why
-    named = {s.path for task in splits for s in task}
-    if named != set(files):
+    named = {_file_key(f): f for f in files}
+    if {_file_key(s.path) for task in splits for s in task} != set(named) or len(named) != len(
+        files
+    ):
         return None, "Spark's file splits name other files than the source's file list"
-    return split_tasks(splits), ""
+    renamed = [[replace(s, path=named[_file_key(s.path)]) for s in task] for task in splits]
+    return split_tasks(renamed), ""

@@ -80,7 +80,7 @@ def test_arrow_tasks_are_sparks_partitions_row_for_row(spark, source, split_byte
     tasks, why = spark_tasks(df, [f"file://{f}" for f in files])
     assert tasks is not None, why
     config = IngestConfig.from_dict(_doc(source, tmp_path / "logs", "arrow", "source"))
-    read, why = plan_arrow_read(config, [f"file://{f}" for f in files], tasks=tasks)
+    read, why = plan_arrow_read(config, [f"file://{f}" for f in files], splits=lambda: (tasks, ""))
     assert read is not None, why
     # every row's (id, pos) as Spark's reader gives it, against the arrow tasks'
     spark_rows = df.select("id", F.monotonically_increasing_id().alias("pos")).collect()
@@ -121,7 +121,10 @@ def test_without_sparks_splits_the_files_are_packed_in_path_order(spark, tmp_pat
     config = IngestConfig.from_dict(_doc(source, tmp_path / "logs", "arrow", "source"))
     read, why = plan_arrow_read(config, files, max_split_bytes=1 << 30)
     assert read is not None, why
-    assert read.tasks == (tuple(FilePiece(f) for f in files),)
+    assert read.tasks == (tuple(FilePiece(f) for f in files),) and read.packed == ""
+    read, _ = plan_arrow_read(config, files, max_split_bytes=1 << 30, splits=lambda: (None, "no"))
+    assert read is not None and read.tasks == (tuple(FilePiece(f) for f in files),)
+    assert read.packed == "no"
     tasks, why = spark_tasks(spark.read.parquet(str(source)), files[:1])
     assert (
         tasks is None and why == "Spark's file splits name other files than the source's file list"
