@@ -28,8 +28,8 @@ What qualifies (`plan_arrow_read` says why not, otherwise):
 Source order is Spark's: the tasks are Spark's own file splits when the caller has them
 (`arrow_splits.spark_tasks`: task k = Spark's partition k, its files in Spark's order, each
 split's midpoint row groups), so both readers write the same records in the same order with the
-same `pos`. Without them (a Delta table through delta-rs: no Spark scan) the order is the files'
-path order, then row order within a file, a task holding consecutive files (or row groups of a
+same `pos`. Without them (Spark's plan could not be read: the summary says why) the order is
+the files' path order, then row order within a file, a task holding consecutive files (or row groups of a
 large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
 """
 

@@ -11,9 +11,14 @@ node, the scan's input partitions and each one's files (path, start, length), th
 Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
 file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
 
-When the plan has no file scan (a Delta table read through delta-rs, a Spark whose scan or
-partition classes differ) `spark_tasks` says why and the arrow reader packs the files itself
-(`arrow_reader.pack_tasks`, path order).
+A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
+with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
+order). When the plan has not exactly one file scan, its splits name other files than the
+source's list, or this Spark's scan / partition classes differ, `spark_tasks` says why and the
+arrow reader packs the files itself (`arrow_reader.pack_tasks`, path order; the summary says so).
+Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSourceScanExec
+(adaptive wrappers are walked through `inputPlan`); `PartitionedFile.urlEncodedPath` is 3.4+,
+`filePath` the older string.
 """
 
 from __future__ import annotations
