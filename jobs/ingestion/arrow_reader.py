@@ -29,8 +29,8 @@ Source order is Spark's: the tasks are Spark's own file splits when the caller h
 (`arrow_splits.spark_tasks`: task k = Spark's partition k, its files in Spark's order, each
 split's midpoint row groups), so both readers write the same records in the same order with the
 same `pos`. Without them (Spark's plan could not be read: the summary says why) the order is
-the files' path order, then row order within a file, a task holding consecutive files (or row groups of a
-large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
+the files' path order, then row order within a file, a task holding consecutive files (or row
+groups of a large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
 """
 
 from __future__ import annotations
