@@ -50,6 +50,7 @@ from jobs.ingestion.arrow_mapping import checked_records
 from jobs.ingestion.arrow_range import ArrowRangePlan, plan_arrow_range, write_range_with_arrow
 from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
 from jobs.ingestion.arrow_sources import source_files
+from jobs.ingestion.arrow_splits import spark_tasks
 from jobs.ingestion.commit import (
     PublishResult,
     RunInfo,
@@ -207,13 +208,18 @@ def _arrow_read_plan(
     found = source_files(spark, config, source)
     why = found.why
     if found.files is not None:  # the ordering is the range plan's to check
+        files = found.files
         plan, why = plan_arrow_read(
             replace(config, ordering=()),
-            found.files,
+            files,
             partition_columns=found.partition_columns,
             partitions=found.partitions,
             max_split_bytes=_max_split_bytes(spark),
+            splits=lambda: spark_tasks(source.df, files),
         )
+    packed = ""
+    if isinstance(plan, ArrowReadPlan) and plan.packed:
+        packed = f"; tasks packed in path order, not Spark's splits, as {plan.packed}"
     if plan is not None and choose_write_mode(config, tasks, len(plan.tasks)) == "range":
         assert found.files is not None and isinstance(plan, ArrowReadPlan)
         plan, why = plan_arrow_range(plan, config, found.files, found.partition_columns)
@@ -222,10 +228,10 @@ def _arrow_read_plan(
     if isinstance(plan, ArrowRangePlan):
         return plan, (
             f"{wanted}: {plan.read.where}, plain-column mappings and ordering, range mode: "
-            "sorted runs exchanged through the run's staging (no Spark shuffle)"
+            f"sorted runs exchanged through the run's staging (no Spark shuffle){packed}"
         )
     if plan is not None:
-        return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
+        return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode{packed}"
     return None, f"{wanted}: not the arrow reader, as {why}"
 
 

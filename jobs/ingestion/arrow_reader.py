@@ -25,15 +25,18 @@ What qualifies (`plan_arrow_read` says why not, otherwise):
   table's: its values live in the file paths, not in the files) unless its values are supplied
   (`arrow_sources.PathPartitions`: a table's string and integer ones, parsed from the paths).
 
-Source order is the files' path order (the order Delta's snapshot and `inputFiles` give after
-sorting), then row order within a file. A task holds consecutive files (or row groups of a large
-file) of about `spark.sql.files.maxPartitionBytes`, packed like Spark packs file splits.
+Source order is Spark's: the tasks are Spark's own file splits when the caller has them
+(`arrow_splits.spark_tasks`: task k = Spark's partition k, its files in Spark's order, each
+split's midpoint row groups), so both readers write the same records in the same order with the
+same `pos`. Without them (Spark's plan could not be read: the summary says why) the order is
+the files' path order, then row order within a file, a task holding consecutive files (or row
+groups of a large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -77,6 +80,7 @@ __all__ = [
     "ArrowReadPlan",
     "FilePiece",
     "column_types",
+    "file_metadata",
     "ordered_inputs",
     "plan_arrow_read",
     "write_with_arrow",
@@ -151,6 +155,7 @@ class ArrowReadPlan:
     rules: MappingRules
     file_systems: tuple[str, ...] = ()  # pyarrow's type names of the file systems read
     resolvers: tuple[tuple[str, Resolver], ...] = ()  # `source_fs` hooks the tasks install
+    packed: str = ""  # why the tasks are packed in path order, not Spark's splits
 
     @property
     def where(self) -> str:
@@ -172,7 +177,8 @@ def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, st
     return fm.column, None
 
 
-def _metadata(location: str) -> pq.FileMetaData:
+def file_metadata(location: str) -> pq.FileMetaData:
+    """A Parquet file's footer, local or through `source_fs`."""
     fs, path = open_file_system(location)
     return pq.read_metadata(path, filesystem=fs)
 
@@ -184,7 +190,7 @@ def _read_types(
     why not); the `nested` ones may be a map or list. INT96 timestamps (Spark's default for
     timestamps it writes) read as microseconds since the epoch, the instants Spark reads."""
     types: dict[str, pa.DataType] = {}
-    for path, meta in zip(paths, io_map(_metadata, paths), strict=True):
+    for path, meta in zip(paths, io_map(file_metadata, paths), strict=True):
         schema = meta.schema.to_arrow_schema()
         leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
         for name in names:
@@ -281,10 +287,13 @@ def plan_arrow_read(
     partition_columns: Sequence[str] = (),
     partitions: PathPartitions | None = None,
     max_split_bytes: int = 128 << 20,
+    splits: Callable[[], tuple[Sequence[Sequence[FilePiece]] | None, str]] | None = None,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
     or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
-    the values of partition columns the tasks can supply (a table's, from its paths)."""
+    the values of partition columns the tasks can supply (a table's, from its paths); `splits`:
+    asked once the run qualifies, Spark's splits of the files as tasks (`arrow_splits`) or
+    (None, why not), when they are packed by `max_split_bytes`."""
     source, m = config.source, config.mapping
     if source.format not in ("parquet", "delta", "table"):
         return None, f"source format {source.format}"
@@ -364,7 +373,10 @@ def plan_arrow_read(
         kind, factor = planned
     if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
         return None, f"partition column {m.partition.column!r} is not a signed integer"
-    tasks = pack_tasks(sources, max_split_bytes)
+    tasks, packed = splits() if splits is not None else (None, "")
+    if tasks is None:
+        tasks = pack_tasks(sources, max_split_bytes)
+    tasks = tuple(tuple(task) for task in tasks)
     if supplied:
         assert partitions is not None
         tasks = tuple(
@@ -385,6 +397,7 @@ def plan_arrow_read(
         mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
         resolvers=resolvers_for(sources),
+        packed=packed,
     ), ""
 
 
@@ -405,7 +418,7 @@ def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePi
         if size <= max_split_bytes:
             pieces.append((FilePiece(path), size))
             continue
-        meta = _metadata(path)
+        meta = file_metadata(path)
         groups: list[tuple[list[int], int]] = [([], 0)]
         for g in range(meta.num_row_groups):
             rg = meta.row_group(g)

@@ -91,37 +91,25 @@ def test_a_parquet_table_is_read_by_the_tasks_into_the_same_bytes(spark, tmp_pat
     assert read_root(arrow_root) == expected_records(rows, PARTITIONS, in_order=True)
 
 
-@pytest.fixture
-def one_split(spark):
-    """spark.sql.files.minPartitionNum 1: Spark packs the few small files into one task, as the
-    arrow reader does (it packs by maxPartitionBytes alone), so both write the same shares."""
-    key = "spark.sql.files.minPartitionNum"
-    old = spark.conf.get(key, None)
-    spark.conf.set(key, "1")
-    yield
-    if old is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, old)
-
-
 def test_a_partitioned_table_is_read_by_the_tasks_with_its_partition_values(
-    spark, tmp_path, database, one_split
+    spark, tmp_path, database
 ):
     rows = source_rows(300)
     for i, r in enumerate(rows):
-        r["part"] = 0 if i < 160 else 1 if i < 250 else 2
+        r["part"] = 0 if i < 50 else 1 if i < 210 else 2
     name = f"{database}.by_part"
     _save_table(spark, tmp_path / "a", rows, name, format="parquet", partitionBy="part")
     assert [c.name for c in spark.catalog.listColumns(name) if c.isPartition] == ["part"]
-    # One task either way (one_split): Spark's task reads the files largest first, the arrow
-    # reader's in path order (part=0, 1, 2); the partitions' sizes make the two orders the
-    # same, so the bytes can be compared
+    # Spark packs the files largest first (part=1, 2 | part=0: two tasks, as the open cost of
+    # each file counts): the arrow reader reads Spark's own splits, so it writes them in that
+    # order too, with the same positions
+    assert spark.table(name).rdd.getNumPartitions() == 2
     runs = _both(spark, tmp_path / "a", name)
     (arrow, arrow_root), (plain, plain_root) = runs["arrow"], runs["spark"]
     assert (arrow.task_reader, plain.task_reader) == ("arrow", "spark")
     assert snapshot(arrow_root) == snapshot(plain_root)
-    assert read_root(arrow_root) == expected_records(rows, PARTITIONS, in_order=True)
+    by_size = [r for p in (1, 2, 0) for r in rows if r["part"] == p]
+    assert read_root(arrow_root) == expected_records(by_size, PARTITIONS, in_order=True)
 
     # the partition column from the paths (part=0, ...), as Spark adds it to the rows
     runs = _both(spark, tmp_path / "b", name, partition={"column": "part"})
@@ -129,7 +117,7 @@ def test_a_partitioned_table_is_read_by_the_tasks_with_its_partition_values(
     assert (arrow.task_reader, plain.task_reader) == ("arrow", "spark")
     assert snapshot(arrow_root) == snapshot(plain_root)
     got = read_root(arrow_root)
-    assert [len([r for r in got if r[1] == p]) for p in range(3)] == [160, 90, 50]
+    assert [len([r for r in got if r[1] == p]) for p in range(3)] == [50, 160, 90]
 
 
 def test_partition_values_are_parsed_from_the_paths_as_spark_reads_them():

@@ -120,19 +120,13 @@ def test_direct_mode_writes_in_one_pass_with_either_reader(
             shares, placed = seen[-1]
             assert len({m.task_key for m in shares}) > 2
             assert all((m.records is not None) == (m.task_key != "task-0") for m in shares)
-            if way == "arrow":  # task i = row group i: task 0 lacks partition SKIPPED
-                assert "task-0" in {m.task_key for m in shares}
-                assert not any(m.partition == SKIPPED and m.task_key == "task-0" for m in shares)
-                first_skipped = min(
-                    (m for m in placed if m.partition == SKIPPED), key=lambda m: m.first_offset
-                )
-                # a record share turned out to start its partition: the relayout encodes it
-                # from there (continuing the published last segment in r2, as task 0's in-place
-                # shares continue theirs)
-                assert first_skipped.records is not None
-                assert any(m.replaces is not None for m in shares) == (run_id == "r2")
-            else:
-                rows, _ = spark_read_order(spark, src, rows)
+            rows, _ = spark_read_order(spark, src, rows)  # both read Spark's splits
+            first_skipped = min(
+                (m for m in placed if m.partition == SKIPPED), key=lambda m: m.first_offset
+            )
+            # a record share (not task 0's: Spark's split 0 holds no row group's midpoint here)
+            # turned out to start partition SKIPPED: the relayout encodes it from there
+            assert first_skipped.records is not None
             expected += expected_records(rows, {"events": PARTITIONS}, leo, in_order=True)
             for t, p, o, *_ in expected:
                 leo[(t, p)] = max(leo.get((t, p), 0), o + 1)
@@ -140,6 +134,9 @@ def test_direct_mode_writes_in_one_pass_with_either_reader(
             (t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in sorted(expected)
         ]
         assert sum(1 for _ in root.glob("*/*.log")) >= 2 * PARTITIONS  # rolls
+    # the arrow reader's tasks are Spark's: the same tasks wrote the same shares
+    keys = [sorted((m.task_key, m.topic, m.partition) for m in staged) for staged, _ in seen]
+    assert keys[:2] == keys[2:]
 
 
 # Stage 2 of the mapping in the Spark reader's write tasks (`checked_records`) against Spark's

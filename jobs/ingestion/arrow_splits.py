@@ -1,0 +1,187 @@
+"""Spark's own file splits of a source, as the arrow task reader's tasks.
+
+Why: the direct mode writes each partition's records in source order, and the range mode breaks
+ordering ties by `pos` (Spark's partition index and row index within it). With Spark's reader
+the source order is the order of Spark's file splits: its file scan cuts files into byte ranges
+(maxPartitionBytes, openCostInBytes, the total size over the minimum partition count), sorts
+them largest first and packs them into partitions; a Parquet split reads the row groups whose
+midpoint lies in its byte range. Rather than re-implement that packing (and follow it through
+Spark versions), the driver asks Spark: the source DataFrame's physical plan, its file scan
+node, the scan's input partitions and each one's files (path, start, length), through py4j.
+Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
+file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
+
+A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
+with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
+order). When the plan has not exactly one file scan, its splits name other files than the
+source's list, or this Spark's scan / partition classes differ, `spark_tasks` says why and the
+arrow reader packs the files itself (`arrow_reader.pack_tasks`, path order; the summary says so).
+Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSourceScanExec
+(adaptive wrappers are walked through `inputPlan`); `PartitionedFile.urlEncodedPath` is 3.4+,
+`filePath` the older string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+
+from jobs.ingestion.arrow_reader import FilePiece, file_metadata
+from jobs.ingestion.source_fs import io_map, split_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["FileSplit", "midpoint_row_groups", "spark_splits", "spark_tasks", "split_tasks"]
+
+_SCAN_CLASS = "FileSourceScanExec"
+# Plan nodes whose subtree is not among their children: adaptive execution's wrappers.
+_INNER_PLANS = ("inputPlan", "executedPlan", "plan")
+
+
+@dataclass(frozen=True)
+class FileSplit:
+    """One file's byte range in one of Spark's partitions (`PartitionedFile`)."""
+
+    path: str  # decoded as `arrow_sources` decodes `inputFiles`
+    start: int
+    length: int
+    file_size: int | None = None  # None: this Spark does not say
+
+
+def _scan_nodes(plan: Any) -> list[Any]:
+    """The file scan nodes under a physical plan (py4j objects), in tree order."""
+    found, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() == _SCAN_CLASS:
+            found.append(node)
+            continue
+        children = [node.children().apply(i) for i in range(node.children().size())]
+        if not children:
+            for name in _INNER_PLANS:
+                inner = getattr(node, name, None)
+                try:
+                    children = [inner()] if inner is not None else []
+                except Exception:  # noqa: BLE001 - py4j: no such method on this node
+                    children = []
+                if children:
+                    break
+        stack.extend(reversed(children))
+    return found
+
+
+def _split(file: Any) -> FileSplit:
+    """A `PartitionedFile` as a `FileSplit`: Spark 3.4+ names the path `urlEncodedPath`, older
+    Sparks give `filePath` as that string."""
+    try:
+        path = str(file.urlEncodedPath())
+    except Exception:  # noqa: BLE001 - Spark before 3.4
+        path = str(file.filePath())
+    try:
+        size: int | None = int(file.fileSize())
+    except Exception:  # noqa: BLE001 - Spark before 3.3
+        size = None
+    return FileSplit(unquote(path), int(file.start()), int(file.length()), size)
+
+
+def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
+    """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
+    order, or (None, why not)."""
+    try:
+        scans = _scan_nodes(df._jdf.queryExecution().executedPlan())
+        if len(scans) != 1:
+            return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
+        partitions = scans[0].inputRDD().partitions()
+        tasks = tuple(tuple(_split(f) for f in p.files()) for p in partitions)
+    except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
+        return None, f"Spark's file splits could not be read ({type(error).__name__}: {error})"
+    return tasks, ""
+
+
+def _start_offset(column: pq.ColumnChunkMetaData) -> int:
+    """Where a column chunk starts: its dictionary page when that comes first (parquet-mr)."""
+    offset = column.data_page_offset
+    dictionary = column.dictionary_page_offset
+    if dictionary is not None and offset > dictionary:
+        return int(dictionary)
+    return int(offset)
+
+
+def midpoint_row_groups(meta: pq.FileMetaData, start: int, length: int) -> tuple[int, ...]:
+    """The row groups a Parquet split of [start, start + length) reads: those whose midpoint
+    (first column chunk's start + total compressed size // 2) lies in the range, as parquet-mr's
+    midpoint filter picks them for Spark (so every row group is read by exactly one split)."""
+    groups = []
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        if rg.num_columns == 0:
+            continue
+        size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        midpoint = _start_offset(rg.column(0)) + size // 2
+        if start <= midpoint < start + length:
+            groups.append(g)
+    return tuple(groups)
+
+
+def split_tasks(
+    splits: Sequence[Sequence[FileSplit]],
+) -> tuple[tuple[FilePiece, ...], ...]:
+    """The arrow reader's tasks for Spark's partitions: one per partition, in order; a file that
+    Spark reads whole is one whole-file piece, a split of a larger one its midpoint row groups
+    (a split holding none is left out, as Spark's reads no rows from it)."""
+    partial = sorted(
+        {
+            s.path
+            for task in splits
+            for s in task
+            if s.file_size is None or s.start != 0 or s.length < s.file_size
+        }
+    )
+    metas = dict(zip(partial, io_map(file_metadata, partial), strict=True))
+    tasks = []
+    for task in splits:
+        pieces = []
+        for s in task:
+            meta = metas.get(s.path)
+            if meta is None:
+                pieces.append(FilePiece(s.path))
+                continue
+            groups = midpoint_row_groups(meta, s.start, s.length)
+            if len(groups) == meta.num_row_groups:
+                pieces.append(FilePiece(s.path))
+            elif groups:
+                pieces.append(FilePiece(s.path, groups))
+        tasks.append(tuple(pieces))
+    return tuple(tasks)
+
+
+def _file_key(location: str) -> tuple[str, str, str]:
+    """A location's (scheme, authority, path), a plain path and a file: URI alike."""
+    parts = split_uri(location)
+    if parts is None:
+        return "file", "", location
+    scheme, authority, path = parts
+    return scheme, "" if scheme == "file" else authority, "/" + path.lstrip("/")
+
+
+def spark_tasks(
+    df: DataFrame, files: Sequence[str]
+) -> tuple[tuple[tuple[FilePiece, ...], ...] | None, str]:
+    """The arrow reader's tasks as Spark's partitions of `df` (the source as Spark reads it),
+    each piece named as in `files` (a plain path and a file: URI of it are the same file), or
+    (None, why not): also when Spark's splits name other files than `files`."""
+    splits, why = spark_splits(df)
+    if splits is None:
+        return None, why
+    named = {_file_key(f): f for f in files}
+    if {_file_key(s.path) for task in splits for s in task} != set(named) or len(named) != len(
+        files
+    ):
+        return None, "Spark's file splits name other files than the source's file list"
+    renamed = [[replace(s, path=named[_file_key(s.path)]) for s in task] for task in splits]
+    return split_tasks(renamed), ""
