@@ -61,6 +61,7 @@ def test_range_one_pass_equals_direct_one_pass_new_and_appended(spark, tmp_path,
         for run_id, src, tasks in (("r1", src_a, 3), ("r2", src_b, 4)):
             doc = config_doc(src, root, topics=TOPICS)
             doc["output"]["write_mode"] = "range"
+            doc["source"]["task_reader"] = "spark"  # the Spark rows `_direct_rows` reorders
             result = ingest.run(
                 spark,
                 IngestConfig.from_dict(doc),
