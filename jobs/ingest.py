@@ -21,11 +21,11 @@ How a run goes (every step before "publish" touches only the run's staging area)
    the log end offset (continuing the published last segment); a share that may continue an
    earlier task's is staged as its rows (`record_share`), not encoded. range: a task's first
    partition may continue earlier tasks' ranges; direct: every partition of a task after the
-   first may. With the arrow task reader
-   (`jobs.ingestion.arrow_reader`: Parquet paths and tables, delta-rs files, local or on a store pyarrow opens,
-   plain-column mappings, direct mode) the tasks read the files themselves with pyarrow; in
-   the range mode with a plain-column ordering they sort runs into the run's staging instead of
-   Spark's shuffle and the write tasks read their ranges from them (`arrow_range`).
+   first may. With the arrow task reader (`jobs.ingestion.arrow_reader`: Parquet paths and
+   tables, delta-rs files, local or on a store pyarrow opens, plain-column mappings) the tasks
+   read the files themselves with pyarrow, as Spark's own splits (`arrow_splits`); in the range
+   mode with a plain-column ordering they sort runs into the run's staging instead of Spark's
+   shuffle and the write tasks read their ranges from them (`arrow_range`).
 5. The driver gives the staged shares their offsets in task order (`commit.place_ranges`).
    A partition staged in several shares (splits, tasks) is encoded as one writer encodes it
    (`jobs.ingestion.relayout`: the first share's last batch is cut and its rows, then every
@@ -155,12 +155,12 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
     """(`range` or `direct`, why) for this run (see `IngestConfig.write_mode`); the summary
     prints the why, so no fall-back is silent.
 
-    auto takes `direct` (no shuffle: about half the time of `range`) when the records keep the
-    source order, no task count was asked for and the topics have at most
-    `DIRECT_MAX_PARTITIONS` partitions; otherwise `range`. Any number of input splits: each
-    writes a share of every partition it holds, and the relayout lays those out as one writer
-    would, so the segment count does not grow with the splits (which was this choice's reason
-    to fall back to `range` above 16 splits before the relayout).
+    auto takes `direct` (no shuffle: about two thirds of the time of `range` with Spark's
+    reader) when the records keep the source order, no task count was asked for and the topics
+    have at most `DIRECT_MAX_PARTITIONS` partitions; otherwise `range`. Any number of input
+    splits: each writes a share of every partition it holds, and the relayout lays those out as
+    one writer would, so the segment count does not grow with the splits (which was this
+    choice's reason to fall back to `range` above 16 splits before the relayout).
     """
     if config.write_mode == "range":
         return "range", "output.write_mode is range"
@@ -195,7 +195,7 @@ def _arrow_read_plan(
     """(The arrow reader's plan when the run can use it (`source.task_reader`), else None; why).
 
     In the direct mode it needs what that mode needs (source order, no task count; with
-    write_mode auto also few enough splits and partitions): an `ArrowReadPlan`. In the range
+    write_mode auto also few enough partitions): an `ArrowReadPlan`. In the range
     mode it also needs every ordering entry to be a plain column pyarrow sorts as Spark does:
     an `ArrowRangePlan` (`arrow_range`: sorted runs exchanged through the run's staging
     instead of Spark's shuffle). auto uses it whenever it qualifies; `arrow` insists and says

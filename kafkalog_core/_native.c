@@ -8,7 +8,7 @@
  * this module does what is per record, which numpy/Arrow can only do in several passes:
  *
  *   non_decreasing - whether the timestamps allow the C split;
- *   plan_batches   - the batch split of encoder._split_batches (non-decreasing timestamps)
+ *   plan_batches   - the batch split of encoder/split.py split_batches (non-decreasing timestamps)
  *                    with each batch's exact size, restartable at any batch start so that an
  *                    append can plan and write one piece at a time;
  *   region_sizes   - exact sizes for batches the numpy split chose (any timestamps);
@@ -24,7 +24,7 @@
  * every integer a zigzag varint; null key/value = length -1 and no bytes. The headers part is
  * either one 0x00 byte (no headers) or the bytes the encoder serialized for the record.
  *
- * The numpy path in encoder.py produces the same bytes.
+ * The numpy path in record/encoder/ produces the same bytes.
  *
  * Partitioner. murmur2_column hashes every key of a column the way the Java producer's
  * Utils.murmur2 does (kafkalog_core.partitioner has the numpy twin).
@@ -472,7 +472,7 @@ PyDoc_STRVAR(
     "             budget, most, offset_delta_size, first_row, piece_bytes[, bodies_out])\n"
     "             -> (count, next_row)\n"
     "\n"
-    "The encoder's batch split (encoder._split_batches) for non-decreasing timestamps (see\n"
+    "The encoder's batch split (encoder.split.split_batches) for non-decreasing timestamps (see\n"
     "non_decreasing), with the exact records-region bytes of each batch, in one pass from\n"
     "first_row (a batch start). Stops before a batch that would take the batches planned in\n"
     "this call (61-byte headers included) past piece_bytes, but plans at least one. Writes the\n"

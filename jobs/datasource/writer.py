@@ -16,11 +16,18 @@ batch of one writer must not end where a task's share ends). The driver's `commi
 partition's shares by task and places them (`commit.place_ranges`: task 0's segments moved by
 an 8-byte write per batch and new file names, or continuing the published last segment when
 that has room, as the ingest job's), encodes each partition's record shares after its first
-share as one writer would (`jobs.ingestion.relayout` on a thread pool here, as the commit has
-no SparkSession: so 8 tasks give the bytes of 1, and a partition about ceil(bytes /
-segment.bytes) + 1 new segments) and publishes with the ingest job's protocol. An aborted or
-failed job publishes nothing, and a run id already committed is a no-op. Records of a
-partition keep the DataFrame's order within each task, tasks follow their partition index.
+share as one writer would (`jobs.ingestion.relayout`: so 8 tasks give the bytes of 1, and a
+partition about ceil(bytes / segment.bytes) + 1 new segments) and publishes with the ingest
+job's protocol. An aborted or failed job publishes nothing, and a run id already committed is a
+no-op. Records of a partition keep the DataFrame's order within each task, tasks follow their
+partition index.
+
+Where the encode runs. Spark runs `commit` in a Python worker on the driver, with no
+SparkSession, so the relayout runs there on a thread pool (`thread_runner`, a partition per
+thread, up to one per core): the driver encodes every later task's rows, about (tasks - 1) /
+tasks of a big write (all of a partition task 0 holds none of). The ingest job runs the same
+relayout as a Spark stage on the executors (`spark_runner`): for big writes on a cluster,
+ingest the data as a table or files rather than through `df.write`.
 
 Modes (Spark hands a Python data source only `overwrite: bool`): `append` continues existing
 partitions. `overwrite` replaces the topics the write names (the

@@ -2,10 +2,11 @@
 
 Why: in the direct write mode most of a run is the JVM's side of the data path. Spark decodes
 Parquet into rows, evaluates the mapping, ships the keys to Python for murmur2 and back, and
-converts every row back into Arrow for `mapInArrow`. When the source is local Parquet files (a
-Parquet path, or a Delta table read through delta-rs) and the mapping only names columns, the
-tasks can read the very same files with pyarrow straight into Arrow: Spark schedules the tasks
-and collects their manifests, and nothing else. The per-row checks and the partitioning are
+converts every row back into Arrow for `mapInArrow`. When the source is Parquet files (a
+Parquet path or catalog table, or a Delta table read through delta-rs) and the mapping only
+names columns, the tasks can read the very same files with pyarrow straight into Arrow: Spark
+schedules the tasks and collects their manifests, and nothing else (the range mode's arrow path,
+`arrow_range`, builds on this plan). The per-row checks and the partitioning are
 `arrow_mapping.map_batch`, the numpy twin of the mapping's Spark SQL stage (the mapping tests hold
 both to the same results), with the same error messages.
 
@@ -578,7 +579,8 @@ def write_with_arrow(
     spark: SparkSession, read: ArrowReadPlan, plan: OnePassPlan, settings: WriterSettings
 ) -> list[TaskManifest]:
     """The one pass: every task maps its files and hands them to `write_task_direct` (task 0
-    writes in place, the others stage provisionally: the driver places them)."""
+    writes in place, the others stage their shares as records: the driver places them and the
+    relayout encodes them)."""
     from jobs.ingestion.commit import TaskManifest
 
     def write_fn(indices):

@@ -29,7 +29,7 @@ class RangeAssignment:
     `provisional`: staged from offset 0, moved into place by the driver at commit
     (`commit.place_ranges`); its range index only orders the partition's ranges (the task
     index). The data-source writer, whose tasks cannot count first, stages every range so; the
-    range mode only the ranges whose start it cannot know (see `OnePassPlan`).
+    ingest job only the ranges whose start it cannot know (see `OnePassPlan`).
     """
 
     topic: str

@@ -22,10 +22,11 @@ first share is records is encoded from its start, continuing the published last 
 there is one, as the task that started it would have. The tail's kept bytes never pass through
 Python, and their checksum continues from the one its writer took (`TaskManifest.carry`).
 
-Where. One Spark stage (`spark_runner`) whose tasks take the partitions' jobs, at most one
-task per core; each partition is laid out in its own attempt's staging dir (task key
-`relayout-<n>`) under the run's staging and gives one ordinary `TaskManifest` that replaces its
-share manifests. The publish and its crash safety see nothing new: before the publish
+Where. One Spark stage (`spark_runner`) whose tasks take the partitions' jobs, at most one task
+per core; each partition is laid out in its own attempt's staging dir (task key `relayout-<n>`)
+under the run's staging and gives one ordinary `TaskManifest` that replaces its share manifests
+(the data source's commit has no SparkSession: `thread_runner` runs the jobs on the driver's
+threads instead). The publish and its crash safety see nothing new: before the publish
 everything is staging, as the write tasks' output is. Each published byte is fsynced once: the
 first share's by its task, the rest by `finalize_task_staging` here (record shares are never
 fsynced, and `plan_publish` refuses them).
@@ -245,10 +246,11 @@ def local_runner(settings: WriterSettings, attempt_id: str = "0") -> Runner:
 
 def thread_runner(settings: WriterSettings, workers: int | None = None) -> Runner:
     """Runs the jobs on a small thread pool in this process: for a commit that has no
-    SparkSession (the data source's `commit` runs in a Python worker on the driver). The moves
-    are file copies, hard links and fsyncs, which release the GIL; each job is its own task
-    key, and the attempt id is this commit's, so a retried commit writes beside, not into, a
-    failed one's staging."""
+    SparkSession (the data source's `commit` runs in a Python worker on the driver, which so
+    encodes every record share). The C loops' batch writes, the copies and the fsyncs
+    release the GIL, the rest of the encode holds it; each job is its own task key, and the
+    attempt id is this commit's, so a retried commit writes beside, not into, a failed one's
+    staging."""
     attempt = f"commit{os.getpid()}x{time.time_ns()}"
 
     def run(jobs: Sequence[RelayoutJob]) -> list[TaskManifest]:

@@ -1,6 +1,7 @@
-"""The task side of the ingest job: sorted Arrow batches in, staged Kafka segments out.
+"""The task side of the ingest job: Arrow batches in, staged Kafka segments out.
 
-A Spark task receives rows already range-partitioned and sorted by (topic, partition, order). For
+A Spark task receives rows already range-partitioned and sorted by (topic, partition, order)
+(the range mode, `write_task`) or in source order (the direct mode, `write_task_direct`). For
 every run of rows of one partition it drives the core's `PartitionLog` in a staging directory
 unique to the task attempt: the log rolls by segment.bytes / segment.ms and indexes every
 index.interval.bytes exactly as the engine does anywhere else, because it *is* the engine.
@@ -20,7 +21,8 @@ is staged as its rows (`record_share.RecordShareWriter`), and a range a later on
 keeps its last batch's rows and their context (its carry), so the relayout continues the
 encode exactly where one writer would (`jobs.ingestion.relayout`).
 
-Nothing here imports Spark; `jobs.ingest` wraps `write_task` in `mapInArrow`.
+Nothing here imports Spark; `jobs.ingest` wraps `write_task` / `write_task_direct` in
+`mapInArrow`, the arrow reader's tasks and the data-source writer call them directly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PartitionLog: one `<topic>-<partition>` directory of segments (Kafka's UnifiedLog + LocalLog,
 §5-§7, §9.3-§9.4; loading an existing directory is `log_loader`'s job).
 
-Typical use inside a Spark task (one partition per task):
+Typical use inside a Spark task (one log per partition the task writes):
 
     log = PartitionLog.create(dir, config, base_offset=0, topic_id=tid, leader_epoch=0)
     log.append_batches(encode_records(table, base_offset=log.log_end_offset, options=...))

@@ -389,7 +389,7 @@ def _walk(
 @contextmanager
 def _mapped(fd: int, size: int) -> Iterator[memoryview]:
     """The first `size` bytes of the open file, memory-mapped read-only with its page tables
-    filled up front (mapped._populate): no copy, where 32 MiB preads copied every byte."""
+    filled up front (mapped.populate): no copy, where 32 MiB preads copied every byte."""
     if size <= 0:
         yield memoryview(b"")
         return

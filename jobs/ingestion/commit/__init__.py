@@ -6,8 +6,10 @@ Who calls what (the driver holds a `RunLock` for all of it):
    `scan_existing_state(root)`.
 2. task attempt: `task_staging_dir(...)` -> write segment files there (for a continued last
    segment first `copy_segment_for_continuation(...)`) -> `finalize_task_staging(...)` returns a
-   `TaskManifest`; ship `manifest.to_json()` back to the driver.
-3. driver: `plan_publish(manifests, state, ...)` -> `publish(plan)`.
+   `TaskManifest`; or a record share's rows (`jobs.ingestion.record_share`); ship
+   `manifest.to_json()` back to the driver.
+3. driver: the shares placed (`place_ranges`) and laid out (`jobs.ingestion.relayout`; the
+   sequence is `commit.run`), then `plan_publish(manifests, state, ...)` -> `publish(plan)`.
 
 Where the staging lives. A Kafka broker treats *every* subdirectory of a log dir as a partition
 dir and fails on a name it cannot parse as `<topic>-<partition>` (§2, §6); the only name it skips,

@@ -218,7 +218,7 @@ class TaskManifest:
     # segment files); the relayout encodes them after the partition's earlier shares
     records: str | None = None
     # a share a later record share may continue: its last .log's bytes before its last batch
-    # (name, size, CRC-32C), whose rows are in `CARRY_FILE` beside it (`jobs.ingestion.carry`)
+    # (name, size, CRC-32C), whose rows are in `CARRY_FILE` beside it (`jobs.ingestion.record_share`)
     carry: StagedFile | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""Record batch v2 encoder: Arrow columns -> Kafka batches, vectorized; plus a scalar `build_batch`.
+"""Record batch v2 encoder: Arrow columns -> Kafka batches, vectorized (`encode_records`).
 
 How the vectorized path lays out bytes (KAFKA_LOG_FACTS.md §1.1-§1.4). A record is
 
