@@ -285,7 +285,8 @@ def run_master(args, master: str, src: Path, warm: Path, events: Path | None) ->
             print(
                 f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s  peak RSS MiB: JVM {peaks.jvm:.0f},"
                 f" py driver {peaks.python_driver:.0f}, py worker max {peaks.worker_max:.0f}"
-                f" / sum {peaks.worker_sum:.0f} ({peaks.workers} procs)",
+                f" (anon {peaks.worker_anon_max:.0f}) / sum {peaks.worker_sum:.0f}"
+                f" ({peaks.workers} procs)",
                 flush=True,
             )
     app_id = sc.applicationId
@@ -309,7 +310,7 @@ def print_table(res: dict, rows: int) -> None:
     print(f"\n{res['master']}: {rows:,} rows, {mb:.0f} MB of record payload (key+value+ts)")
     print(
         f"{'path':20s} {'seconds':>8s} {'rows/s':>11s} {'MB/s':>7s} {'output MB':>10s}"
-        f" {'JVM MiB':>8s} {'pydrv MiB':>9s} {'wrk max':>8s} {'wrk sum':>8s}"
+        f" {'JVM MiB':>8s} {'pydrv MiB':>9s} {'wrk max':>8s} {'wrk anon':>8s} {'wrk sum':>8s}"
     )
     for kind, t in best.items():
         out_mb = res["sizes"].get(kind, 0) / 1e6
@@ -317,7 +318,7 @@ def print_table(res: dict, rows: int) -> None:
         print(
             f"{kind:20s} {t:8.2f} {rows / t:11,.0f} {mb / t:7.1f} {out_mb:10.1f}"
             f" {p['jvm']:8.0f} {p['python_driver']:9.0f} {p['worker_max']:8.0f}"
-            f" {p['worker_sum']:8.0f}"
+            f" {p.get('worker_anon_max', 0):8.0f} {p['worker_sum']:8.0f}"
         )
     print("(peak RSS: max over the repeats; see bench/rss.py for what each column measures)")
     for ingest_kind in (k for k in best if k.startswith("ingest")):

@@ -13,6 +13,11 @@ every `scan_every` ticks. A worker's peak is its last VmHWM read (a worker that 
 two reads loses at most that last interval); `worker_sum` is the largest sum of the workers'
 VmRSS seen in one tick, an upper bound of what they held together (forked workers share pages
 with the daemon, and RSS counts shared pages in each process).
+
+`worker_anon_max` is the largest RssAnon (heap, Arrow buffers: memory only the process holds)
+one worker showed in a tick. VmHWM also counts the file pages a worker maps (memory-mapped
+record shares and sorted runs), which are page cache the kernel can drop, so a worker reading a
+bigger mapped file shows a bigger VmHWM without holding more memory of its own.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class RssPeaks:
     jvm: float = 0.0
     worker_max: float = 0.0
     worker_sum: float = 0.0
+    worker_anon_max: float = 0.0  # sampled RssAnon (no file-backed pages), see the docstring
     workers: int = 0  # processes seen under the JVM (daemon included)
     samples: int = 0
 
@@ -136,9 +142,11 @@ class RssSampler:
     def _sample(self) -> None:
         total = 0
         for pid in list(self._worker_hwm):
-            kib = _status_kib(pid, ("Name", "VmHWM", "VmRSS"))
+            kib = _status_kib(pid, ("Name", "VmHWM", "VmRSS", "RssAnon"))
             if kib:
                 self._worker_hwm[pid] = max(self._worker_hwm[pid], kib["VmHWM"])
                 total += kib["VmRSS"]
+                anon = kib.get("RssAnon", 0) / 1024
+                self._peaks.worker_anon_max = max(self._peaks.worker_anon_max, anon)
         self._peaks.worker_sum = max(self._peaks.worker_sum, total / 1024)
         self._peaks.samples += 1

@@ -74,6 +74,7 @@ def test_worker_peak_and_reset():
         assert peaks.workers == 1
         assert peaks.worker_max >= 120
         assert peaks.worker_sum >= 120
+        assert peaks.worker_anon_max >= 120  # a bytearray: anonymous memory
         assert peaks.samples >= 2
         assert peaks.python_driver < base_mib + 100
     finally:
@@ -83,3 +84,34 @@ def test_worker_peak_and_reset():
     sampler.start()
     peaks = sampler.stop()
     assert peaks.workers == 0 and peaks.worker_max == 0
+
+
+# A child that maps `mb` MiB of a file and reads every page (file-backed resident pages, as a
+# worker reading a memory-mapped record share) until its stdin closes.
+MAP = (
+    "import mmap, sys; f = open({path!r}, 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ);"
+    " s = sum(m[i] for i in range(0, len(m), 4096)); sys.stdin.read()"
+)
+
+
+def test_mapped_file_pages_are_not_anonymous(tmp_path):
+    data = tmp_path / "share.arrow"
+    data.write_bytes(os.urandom(1 << 20) * 150)  # 150 MiB, in the page cache
+    wrapper = "import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"
+    code = wrapper.format(code=MAP.format(path=str(data)))
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    sampler = RssSampler(jvm_pid=child.pid, interval=0.02, scan_every=1)
+    try:
+        deadline = time.monotonic() + 20
+        while not descendants(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (holder,) = descendants(child.pid)
+        _wait_rss_pid(holder, 150 << 10)
+        sampler.start()
+        time.sleep(0.2)
+        peaks = sampler.stop()
+        assert peaks.worker_max >= 150  # VmHWM counts the mapped file's pages
+        assert peaks.worker_anon_max < 60  # the interpreter alone, not the file
+    finally:
+        child.stdin.close()
+        child.wait()

@@ -169,6 +169,34 @@ def test_deleted_cleaned_swap_leftovers(tmp_path: Path) -> None:
     assert_valid(log, N)
 
 
+def test_killed_atomic_writes_leftovers(tmp_path: Path) -> None:
+    """`<file>.tmp` copies that a write killed before its rename left (a producer snapshot, the
+    leader-epoch checkpoint, partition.metadata, an index) go at the next open; what they were
+    to replace is kept, and other `.tmp` files (a rebuild's quarantine copy) are not ours to
+    delete here."""
+    d = tmp_path / "t-0"
+    write_log(d)
+    epoch = (d / "leader-epoch-checkpoint").read_bytes()
+    leftovers = [
+        f"{N:020d}.snapshot.tmp",
+        "leader-epoch-checkpoint.tmp",
+        "partition.metadata.tmp",
+        f"{0:020d}.index.tmp",
+        f"{0:020d}.timeindex.tmp",
+    ]
+    kept = [f"{0:020d}.log.quarantine.tmp", "notes.tmp", f"{0:020d}.log.tmp"]
+    for name in leftovers + kept:
+        (d / name).write_bytes(b"half-written")
+    log = reopen(d, clean=True)
+    assert sorted(n for n in log.load_report.deleted_files if n.endswith(".tmp")) == sorted(
+        leftovers
+    )
+    assert all(not (d / n).exists() for n in leftovers)
+    assert all((d / n).read_bytes() == b"half-written" for n in kept)
+    assert (d / "leader-epoch-checkpoint").read_bytes() == epoch
+    assert_valid(log, N)
+
+
 def test_case36_corrupt_index_rebuild(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     write_log(d)
