@@ -36,7 +36,14 @@ from jobs.ingestion.source_fs import io_map, split_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FileSplit", "midpoint_row_groups", "spark_splits", "spark_tasks", "split_tasks"]
+__all__ = [
+    "FileSplit",
+    "midpoint_row_groups",
+    "plan_nodes",
+    "spark_splits",
+    "spark_tasks",
+    "split_tasks",
+]
 
 _SCAN_CLASS = "FileSourceScanExec"
 # Plan nodes whose subtree is not among their children: adaptive execution's wrappers.
@@ -53,18 +60,19 @@ class FileSplit:
     file_size: int | None = None  # None: this Spark does not say
 
 
-def _scan_nodes(plan: Any) -> list[Any]:
-    """The file scan nodes under a physical plan (py4j objects), in tree order."""
+def _plan_nodes(plan: Any, name: str) -> list[Any]:
+    """The nodes of class `name` (simple name) under a physical plan (py4j objects), in tree
+    order; a found node's subtree is not searched."""
     found, stack = [], [plan]
     while stack:
         node = stack.pop()
-        if node.getClass().getSimpleName() == _SCAN_CLASS:
+        if node.getClass().getSimpleName() == name:
             found.append(node)
             continue
         children = [node.children().apply(i) for i in range(node.children().size())]
         if not children:
-            for name in _INNER_PLANS:
-                inner = getattr(node, name, None)
+            for inner_name in _INNER_PLANS:
+                inner = getattr(node, inner_name, None)
                 try:
                     children = [inner()] if inner is not None else []
                 except Exception:  # noqa: BLE001 - py4j: no such method on this node
@@ -73,6 +81,12 @@ def _scan_nodes(plan: Any) -> list[Any]:
                     break
         stack.extend(reversed(children))
     return found
+
+
+def plan_nodes(df: DataFrame, name: str) -> list[Any]:
+    """The nodes of class `name` (e.g. `HiveTableScanExec`) in Spark's physical plan of `df`,
+    adaptive wrappers walked through (py4j objects)."""
+    return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
 
 
 def _split(file: Any) -> FileSplit:
@@ -93,7 +107,7 @@ def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | Non
     """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
     order, or (None, why not)."""
     try:
-        scans = _scan_nodes(df._jdf.queryExecution().executedPlan())
+        scans = plan_nodes(df, _SCAN_CLASS)
         if len(scans) != 1:
             return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
         partitions = scans[0].inputRDD().partitions()
