@@ -216,3 +216,37 @@ def test_mapped_headers_are_the_spark_mappings_bytes(spark, tmp_path, headers):
     values = [h["value"] for h in got]
     assert None in values and b"" in values and len(set(map(str, values))) > 3
     assert any(r[5] == [] for r in read_root(arrow_root)) == ("values" not in headers)
+
+
+@pytest.mark.parametrize("bucketed_scan", [False, True])
+def test_a_bucketed_table_is_read_by_the_tasks_into_the_same_bytes(
+    spark, tmp_path, database, small_splits, bucketed_scan
+):
+    """Spark reads a bucketed table as a plain one (its files cut into byte ranges) unless the
+    query needs the buckets; with the bucketed scan forced, one partition per bucket, its files
+    whole. Either way the arrow reader's tasks are Spark's partitions."""
+    rows = source_rows(300)
+    name = f"{database}.bucketed"
+    src = write_parquet(tmp_path / "input", rows, files=2)
+    # one write task per input file (small_splits): two files in each of the 4 buckets
+    spark.read.parquet(str(src)).write.bucketBy(4, "user").saveAsTable(name, format="parquet")
+    assert len(spark.table(name).inputFiles()) == 8
+    key = "spark.sql.sources.bucketing.autoBucketedScan.enabled"
+    old = spark.conf.get(key)
+    spark.conf.set(key, str(not bucketed_scan).lower())
+    try:
+        read = spark.table(name)
+        assert (read.rdd.getNumPartitions() == 4) == bucketed_scan
+        order = [r.id for r in read.select("id", "user").collect()]  # bucketed: needs user
+        runs = _both(spark, tmp_path, name)
+    finally:
+        spark.conf.set(key, old)
+    (arrow, arrow_root), (plain, plain_root) = runs["arrow"], runs["spark"]
+    assert (arrow.task_reader, plain.task_reader) == ("arrow", "spark")
+    assert arrow.summary.endswith(
+        "task reader: arrow: local files, plain-column mappings, direct mode"
+    )
+    assert snapshot(arrow_root) == snapshot(plain_root)
+    by_id = {r["id"]: r for r in rows}
+    in_order = [by_id[i] for i in order]
+    assert read_root(arrow_root) == expected_records(in_order, PARTITIONS, in_order=True)
