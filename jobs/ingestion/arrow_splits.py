@@ -10,6 +10,8 @@ Spark versions), the driver asks Spark: the source DataFrame's physical plan, it
 node, the scan's input partitions and each one's files (path, start, length), through py4j.
 Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
 file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
+A bucketed table's scan needs nothing more: when Spark uses the bucketed scan (a query that
+needs the buckets, or `autoBucketedScan` off) its partitions are the buckets, their files whole.
 
 A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
 with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
