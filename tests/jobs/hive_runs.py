@@ -26,6 +26,9 @@ DB = "hive_src"
 TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 8192}}}
 ROWS = 240
 SEED = 11
+DAYS = ("2024-05-01", "2024-05-01", "a/b=c", "a/b=c", None)  # day of id: DAYS[id % 5]
+# the Kafka partition from the int partition column (n = id % 3), the key the string one
+BY_PARTITIONS = {"partition": {"column": "n"}, "key": {"column": "day", "format": "string"}}
 COLUMNS = (
     "id bigint, topic string, `user` string, payload binary, event_time timestamp, "
     "attrs array<struct<key:string,value:string>>"
@@ -73,8 +76,9 @@ def ingest(spark, work: Path, case: str, table: str, reader: str, **mapping) -> 
 
 
 def make_parquet_table(spark, work: Path) -> dict:
-    """A Hive-format Parquet table partitioned by (day string, n int): five partitions, a few
-    files each; returns its files and the ids in Spark's read order."""
+    """A Hive-format Parquet table partitioned by (day string, n int): nine partitions (a day
+    with characters Spark escapes, a null day), a few files each; returns its files and the ids
+    in Spark's read order."""
     from pyspark.sql import functions as F
 
     spark.sql(
@@ -82,7 +86,8 @@ def make_parquet_table(spark, work: Path) -> dict:
     )
     rows = source_rows(ROWS, seed=SEED)
     src = spark.read.parquet(str(write_parquet(work / "input", rows)))
-    days = F.when(F.col("id") % 5 < 2, F.lit("2024-05-01")).otherwise(F.lit("a/b=c"))
+    day = F.col("id") % 5
+    days = F.when(day < 2, "2024-05-01").when(day < 4, "a/b=c").otherwise(F.lit(None))
     df = src.drop("part").withColumn("day", days).withColumn("n", (F.col("id") % 3).cast("int"))
     df.repartition(2).write.insertInto(f"{DB}.events")
     read = spark.table(f"{DB}.events")
@@ -117,7 +122,7 @@ def main(argv: list[str]) -> int:
         for reader in ("arrow", "spark"):
             out.setdefault("parquet", {})[reader] = ingest(spark, work, "parquet", table, reader)
             out.setdefault("by_n", {})[reader] = ingest(
-                spark, work, "by_n", table, reader, partition={"column": "n"}
+                spark, work, "by_n", table, reader, **BY_PARTITIONS
             )
         spark.conf.set("spark.sql.hive.convertMetastoreParquet", "false")
         for reader in ("auto", "arrow"):

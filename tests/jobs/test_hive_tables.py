@@ -71,8 +71,9 @@ def test_the_table_is_hive_format_parquet_in_partition_directories(hive):
     assert described["InputFormat"].endswith("MapredParquetInputFormat")
     files = hive["table"]["files"]
     dirs = {f.rsplit("/", 3)[-3] + "/" + f.rsplit("/", 3)[-2] for f in files}
-    # 2 days x 3 ns; a/b=c as Spark escapes it in a path (and URL-encodes it in inputFiles)
-    assert dirs == {f"day={d}/n={n}" for d in ("2024-05-01", "a%252Fb%253Dc") for n in range(3)}
+    # 3 days x 3 ns; a/b=c as Spark escapes it in a path (and URL-encodes it in inputFiles)
+    days = ("2024-05-01", "a%252Fb%253Dc", "__HIVE_DEFAULT_PARTITION__")
+    assert dirs == {f"day={d}/n={n}" for d in days for n in range(3)}
     assert len(files) > len(dirs)  # a few files per partition
 
 
@@ -90,7 +91,8 @@ def test_a_hive_parquet_table_is_read_by_the_tasks_into_the_same_bytes(hive):
     assert read_root(Path(arrow["root"])) == expected_records(in_order, PARTITIONS, in_order=True)
 
 
-def test_a_hive_tables_int_partition_values_come_from_its_paths(hive):
+def test_a_hive_tables_partition_values_come_from_its_paths(hive):
+    """Key: the string partition column day (escaped, null), partition: the int one n."""
     arrow, plain = hive["by_n"]["arrow"], hive["by_n"]["spark"]
     assert (arrow["task_reader"], plain["task_reader"]) == ("arrow", "spark")
     assert "not Spark's splits" not in arrow["summary"]
@@ -98,6 +100,8 @@ def test_a_hive_tables_int_partition_values_come_from_its_paths(hive):
     got = read_root(Path(arrow["root"]))
     assert len(got) == hive_runs.ROWS
     assert all(r[1] == _seq(r) % 3 for r in got)  # partition = n = id % 3
+    days = [hive_runs.DAYS[_seq(r) % 5] for r in got]
+    assert [r[3] for r in got] == [None if d is None else d.encode() for d in days]
     order = hive["table"]["order"]
     for p in range(3):
         assert [_seq(r) for r in got if r[1] == p] == [i for i in order if i % 3 == p]
