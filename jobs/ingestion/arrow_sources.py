@@ -9,9 +9,11 @@ input format is Parquet's, while `spark.sql.hive.convertMetastoreParquet` is tru
 with false Spark reads it through the Hive SerDe, whose semantics differ). Its partition columns
 (from the catalog) are not in the files but in the directory names (`col=value`, escaped as
 Spark escapes them): string and integer ones are parsed from there (`PathPartitions`), and the
-tasks add them to the rows as Spark does; a table with other partition types, or files outside
-`col=value` directories (custom partition locations), has none supplied, and `plan_arrow_read`
-refuses mappings that read them. Views, temporary views, other providers (csv, json, delta,
+tasks add them to the rows as Spark does; a table with other partition types, files outside
+`col=value` directories (custom partition locations), or paths whose values are not the ones
+Spark gives the rows (`arrow_splits.spark_partition_values`: the catalog's, for a partition
+placed in a directory named for another value) has none supplied, and `plan_arrow_read` refuses
+mappings that read them. Views, temporary views, other providers (csv, json, delta,
 ...) and Hive tables of other formats (text, ORC, ...) keep the Spark reader.
 """
 
@@ -140,6 +142,22 @@ def _path_partitions(table: CatalogTable, files: list[str]) -> PathPartitions | 
     return PathPartitions(dict(types), values)  # type: ignore[arg-type]
 
 
+def _as_spark_reads(partitions: PathPartitions, source: SourceRead) -> bool:
+    """Whether Spark gives each file's rows the partition values its path says: it takes a
+    catalog-tracked partition's values from the catalog, and a partition added at a custom
+    location may lie in a directory named for another value (`ALTER TABLE ... ADD PARTITION
+    (n=5) LOCATION '.../n=6'`). True, unchecked, when Spark's plan does not say."""
+    from jobs.ingestion.arrow_splits import spark_partition_values
+
+    theirs = spark_partition_values(source.df, list(partitions.values))
+    if theirs is None:
+        return True
+    return all(
+        tuple(v.as_py() for _, v in values) == theirs[path]
+        for path, values in partitions.values.items()
+    )
+
+
 def _hive_serde_why(name: str, source: SourceRead) -> str:
     """Why the tasks cannot read Hive-format table `name` as Spark does: Spark reads it through
     the Hive SerDe (`spark.sql.hive.convertMetastoreParquet=false`), whose semantics are not its
@@ -176,7 +194,10 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
         if why:
             return SourceFiles(None, why=why)
     files = [unquote(f) for f in source.df.inputFiles()]
-    return SourceFiles(files, table.partition_columns, partitions=_path_partitions(table, files))
+    partitions = _path_partitions(table, files)
+    if partitions is not None and not _as_spark_reads(partitions, source):
+        partitions = None
+    return SourceFiles(files, table.partition_columns, partitions=partitions)
 
 
 def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) -> SourceFiles:

@@ -25,7 +25,7 @@ Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -42,6 +42,7 @@ __all__ = [
     "FileSplit",
     "midpoint_row_groups",
     "plan_nodes",
+    "spark_partition_values",
     "spark_splits",
     "spark_tasks",
     "split_tasks",
@@ -91,18 +92,23 @@ def plan_nodes(df: DataFrame, name: str) -> list[Any]:
     return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
 
 
-def _split(file: Any) -> FileSplit:
-    """A `PartitionedFile` as a `FileSplit`: Spark 3.4+ names the path `urlEncodedPath`, older
-    Sparks give `filePath` as that string."""
+def _path(file: Any) -> str:
+    """A `PartitionedFile`'s path, decoded: Spark 3.4+ names it `urlEncodedPath`, older Sparks
+    give `filePath` as that string."""
     try:
         path = str(file.urlEncodedPath())
     except Exception:  # noqa: BLE001 - Spark before 3.4
         path = str(file.filePath())
+    return unquote(path)
+
+
+def _split(file: Any) -> FileSplit:
+    """A `PartitionedFile` as a `FileSplit`."""
     try:
         size: int | None = int(file.fileSize())
     except Exception:  # noqa: BLE001 - Spark before 3.3
         size = None
-    return FileSplit(unquote(path), int(file.start()), int(file.length()), size)
+    return FileSplit(_path(file), int(file.start()), int(file.length()), size)
 
 
 def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
@@ -117,6 +123,46 @@ def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | Non
     except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
         return None, f"Spark's file splits could not be read ({type(error).__name__}: {error})"
     return tasks, ""
+
+
+# How Spark's row of partition values (an InternalRow, py4j) gives a value of each type.
+_ROW_GETTERS: dict[str, Callable[[Any, int], object]] = {
+    "string": lambda row, i: str(row.getUTF8String(i).toString()),
+    "tinyint": lambda row, i: int(row.getByte(i)),
+    "smallint": lambda row, i: int(row.getShort(i)),
+    "int": lambda row, i: int(row.getInt(i)),
+    "bigint": lambda row, i: int(row.getLong(i)),
+}
+
+
+def spark_partition_values(
+    df: DataFrame, files: Sequence[str]
+) -> dict[str, tuple[object, ...]] | None:
+    """Each of `files`' partition values as Spark's one file scan of `df` adds them to its rows
+    (a table's from the catalog, where it tracks the partitions, not from the paths), or None
+    when the plan does not say: not one file scan, a file not in it, a type not read here."""
+    try:
+        scans = plan_nodes(df, _SCAN_CLASS)
+        if len(scans) != 1:
+            return None
+        fields = scans[0].relation().partitionSchema().fields()
+        getters = [_ROW_GETTERS.get(str(f.dataType().simpleString())) for f in fields]
+        if None in getters:
+            return None
+        found = {}
+        for partition in scans[0].inputRDD().partitions():
+            for file in partition.files():
+                row = file.partitionValues()
+                found[_file_key(_path(file))] = tuple(
+                    None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
+                    for i, get in enumerate(getters)
+                )
+    except Exception:  # noqa: BLE001 - py4j: a Spark whose classes differ
+        return None
+    keys = [_file_key(f) for f in files]
+    if not all(k in found for k in keys):
+        return None
+    return {f: found[k] for f, k in zip(files, keys, strict=True)}
 
 
 def _start_offset(column: pq.ColumnChunkMetaData) -> int:

@@ -120,6 +120,27 @@ def test_a_partitioned_table_is_read_by_the_tasks_with_its_partition_values(
     assert [len([r for r in got if r[1] == p]) for p in range(3)] == [50, 160, 90]
 
 
+def test_partition_values_the_catalog_gives_otherwise_than_the_path_keep_the_spark_reader(
+    spark, tmp_path, database
+):
+    """A partition added at a custom location whose directory names another value: Spark
+    gives its rows the catalog's value, so the paths' values are not supplied."""
+    rows = source_rows(60)
+    for i, r in enumerate(rows):
+        r["topic"] = "ab"[i % 2]  # the table's partition column, read back as the key
+    name = f"{database}.relocated"
+    _save_table(spark, tmp_path, rows, name, format="parquet", partitionBy="topic")
+    elsewhere = tmp_path / "elsewhere" / "topic=d"
+    write_parquet(elsewhere, [{**r, "topic": None} for r in rows[:10]])
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION (topic='c') LOCATION '{elsewhere}'")
+    mapping = {"topic": "events", "key": {"column": "topic", "format": "string"}}
+    result = _run(spark, _doc(name, tmp_path / "logs", **mapping))
+    why = "the mapping reads table partition column(s) ['topic']"
+    assert result.summary.endswith(f"task reader: auto: not the arrow reader, as {why}")
+    keys = sorted(r[3] for r in read_root(tmp_path / "logs"))
+    assert keys == sorted([b"a", b"b"] * 30 + [b"c"] * 10)
+
+
 def test_partition_values_are_parsed_from_the_paths_as_spark_reads_them():
     table = CatalogTable("MANAGED", "parquet", "", ("day", "n"), ("string", "int"))
     files = [
