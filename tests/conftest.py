@@ -27,24 +27,29 @@ def manifest(fixtures_dir: Path) -> dict:
     return json.loads((fixtures_dir / "MANIFEST.json").read_text())
 
 
-@pytest.fixture(scope="session")
-def spark():
-    """One local SparkSession for the whole run: local[2], no UI, few shuffle partitions."""
+def session_builder(app_name: str, driver_memory: str = "2g"):
+    """The tests' local Spark setup (local[2], no UI, few shuffle partitions, UTC), shared by
+    the session's `spark` and the Hive process of `test_hive_tables`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    session = (
+    return (
         SparkSession.builder.master("local[2]")
-        .appName("kafkalog-tests")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run."""
+    session = session_builder("kafkalog-tests").getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -3,14 +3,18 @@
 The files are the ones Spark would read, so both readers see the same data: a Parquet path's
 and a Parquet catalog table's come from Spark (`inputFiles`), a Delta table read through
 delta-rs from its pinned snapshot. A catalog table qualifies when the catalog says its files are
-Parquet: a datasource table (`saveAsTable(format="parquet")`, `CREATE TABLE ... USING parquet`)
-or a Hive-format table whose input format is Parquet's. Its partition columns (from the catalog)
-are not in the files but in the directory names (`col=value`, escaped as Spark escapes them):
-string and integer ones are parsed from there (`PathPartitions`), and the tasks add them to the
-rows as Spark does; a table with other partition types, or files outside `col=value`
-directories (custom partition locations), has none supplied, and `plan_arrow_read` refuses
-mappings that read them. Views, temporary views and other providers (csv, json, delta, ...)
-keep the Spark reader.
+Parquet and Spark reads them with its Parquet reader: a datasource table
+(`saveAsTable(format="parquet")`, `CREATE TABLE ... USING parquet`) or a Hive-format table whose
+input format is Parquet's, while `spark.sql.hive.convertMetastoreParquet` is true (the default;
+with false Spark reads it through the Hive SerDe, whose semantics differ). Its partition columns
+(from the catalog) are not in the files but in the directory names (`col=value`, escaped as
+Spark escapes them): string and integer ones are parsed from there (`PathPartitions`), and the
+tasks add them to the rows as Spark does; a table with other partition types, files outside
+`col=value` directories (custom partition locations), or paths whose values are not the ones
+Spark gives the rows (`arrow_splits.spark_partition_values`: the catalog's, for a partition
+placed in a directory named for another value) has none supplied, and `plan_arrow_read` refuses
+mappings that read them. Views, temporary views, other providers (csv, json, delta,
+...) and Hive tables of other formats (text, ORC, ...) keep the Spark reader.
 """
 
 from __future__ import annotations
@@ -138,6 +142,42 @@ def _path_partitions(table: CatalogTable, files: list[str]) -> PathPartitions | 
     return PathPartitions(dict(types), values)  # type: ignore[arg-type]
 
 
+def _as_spark_reads(partitions: PathPartitions, source: SourceRead) -> bool:
+    """Whether Spark gives each file's rows the partition values its path says: it takes a
+    catalog-tracked partition's values from the catalog, and a partition added at a custom
+    location may lie in a directory named for another value (`ALTER TABLE ... ADD PARTITION
+    (n=5) LOCATION '.../n=6'`). True, unchecked, when Spark's plan does not say."""
+    from jobs.ingestion.arrow_splits import spark_partition_values
+
+    theirs = spark_partition_values(source.df, list(partitions.values))
+    if theirs is None:
+        return True
+    return all(
+        tuple(v.as_py() for _, v in values) == theirs[path]
+        for path, values in partitions.values.items()
+    )
+
+
+def _hive_serde_why(name: str, source: SourceRead) -> str:
+    """Why the tasks cannot read Hive-format table `name` as Spark does: Spark reads it through
+    the Hive SerDe (`spark.sql.hive.convertMetastoreParquet=false`), whose semantics are not its
+    Parquet reader's (columns matched to the metastore's lower-cased names or by position, its
+    own timestamp and type conversions), and its `inputFiles` is the table's directory; "" when
+    Spark converts the read to its Parquet reader (the default)."""
+    from jobs.ingestion.arrow_splits import plan_nodes  # it imports this module's users
+
+    try:
+        serde = bool(plan_nodes(source.df, "HiveTableScanExec"))
+    except Exception as error:  # noqa: BLE001 - py4j: a Spark whose plan classes differ
+        return f"Spark's plan of table {name} could not be read ({type(error).__name__}: {error})"
+    if serde:
+        return (
+            f"Spark reads table {name} through the Hive SerDe, not its Parquet reader "
+            "(spark.sql.hive.convertMetastoreParquet=false)"
+        )
+    return ""
+
+
 def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFiles:
     table = catalog_table(spark, name)
     if table.kind == "VIEW":
@@ -149,8 +189,15 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
         if table.provider.lower() == "hive":
             stored = f"hive, input format {table.input_format or 'unknown'}"
         return SourceFiles(None, why=f"table {name} is not stored as Parquet (provider {stored})")
+    if table.provider.lower() == "hive":
+        why = _hive_serde_why(name, source)
+        if why:
+            return SourceFiles(None, why=why)
     files = [unquote(f) for f in source.df.inputFiles()]
-    return SourceFiles(files, table.partition_columns, partitions=_path_partitions(table, files))
+    partitions = _path_partitions(table, files)
+    if partitions is not None and not _as_spark_reads(partitions, source):
+        partitions = None
+    return SourceFiles(files, table.partition_columns, partitions=partitions)
 
 
 def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) -> SourceFiles:

@@ -10,6 +10,8 @@ Spark versions), the driver asks Spark: the source DataFrame's physical plan, it
 node, the scan's input partitions and each one's files (path, start, length), through py4j.
 Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
 file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
+A bucketed table's scan needs nothing more: when Spark uses the bucketed scan (a query that
+needs the buckets, or `autoBucketedScan` off) its partitions are the buckets, their files whole.
 
 A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
 with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
@@ -23,7 +25,7 @@ Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -36,7 +38,15 @@ from jobs.ingestion.source_fs import io_map, split_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FileSplit", "midpoint_row_groups", "spark_splits", "spark_tasks", "split_tasks"]
+__all__ = [
+    "FileSplit",
+    "midpoint_row_groups",
+    "plan_nodes",
+    "spark_partition_values",
+    "spark_splits",
+    "spark_tasks",
+    "split_tasks",
+]
 
 _SCAN_CLASS = "FileSourceScanExec"
 # Plan nodes whose subtree is not among their children: adaptive execution's wrappers.
@@ -53,18 +63,19 @@ class FileSplit:
     file_size: int | None = None  # None: this Spark does not say
 
 
-def _scan_nodes(plan: Any) -> list[Any]:
-    """The file scan nodes under a physical plan (py4j objects), in tree order."""
+def _plan_nodes(plan: Any, name: str) -> list[Any]:
+    """The nodes of class `name` (simple name) under a physical plan (py4j objects), in tree
+    order; a found node's subtree is not searched."""
     found, stack = [], [plan]
     while stack:
         node = stack.pop()
-        if node.getClass().getSimpleName() == _SCAN_CLASS:
+        if node.getClass().getSimpleName() == name:
             found.append(node)
             continue
         children = [node.children().apply(i) for i in range(node.children().size())]
         if not children:
-            for name in _INNER_PLANS:
-                inner = getattr(node, name, None)
+            for inner_name in _INNER_PLANS:
+                inner = getattr(node, inner_name, None)
                 try:
                     children = [inner()] if inner is not None else []
                 except Exception:  # noqa: BLE001 - py4j: no such method on this node
@@ -75,25 +86,36 @@ def _scan_nodes(plan: Any) -> list[Any]:
     return found
 
 
-def _split(file: Any) -> FileSplit:
-    """A `PartitionedFile` as a `FileSplit`: Spark 3.4+ names the path `urlEncodedPath`, older
-    Sparks give `filePath` as that string."""
+def plan_nodes(df: DataFrame, name: str) -> list[Any]:
+    """The nodes of class `name` (e.g. `HiveTableScanExec`) in Spark's physical plan of `df`,
+    adaptive wrappers walked through (py4j objects)."""
+    return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
+
+
+def _path(file: Any) -> str:
+    """A `PartitionedFile`'s path, decoded: Spark 3.4+ names it `urlEncodedPath`, older Sparks
+    give `filePath` as that string."""
     try:
         path = str(file.urlEncodedPath())
     except Exception:  # noqa: BLE001 - Spark before 3.4
         path = str(file.filePath())
+    return unquote(path)
+
+
+def _split(file: Any) -> FileSplit:
+    """A `PartitionedFile` as a `FileSplit`."""
     try:
         size: int | None = int(file.fileSize())
     except Exception:  # noqa: BLE001 - Spark before 3.3
         size = None
-    return FileSplit(unquote(path), int(file.start()), int(file.length()), size)
+    return FileSplit(_path(file), int(file.start()), int(file.length()), size)
 
 
 def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
     """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
     order, or (None, why not)."""
     try:
-        scans = _scan_nodes(df._jdf.queryExecution().executedPlan())
+        scans = plan_nodes(df, _SCAN_CLASS)
         if len(scans) != 1:
             return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
         partitions = scans[0].inputRDD().partitions()
@@ -101,6 +123,46 @@ def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | Non
     except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
         return None, f"Spark's file splits could not be read ({type(error).__name__}: {error})"
     return tasks, ""
+
+
+# How Spark's row of partition values (an InternalRow, py4j) gives a value of each type.
+_ROW_GETTERS: dict[str, Callable[[Any, int], object]] = {
+    "string": lambda row, i: str(row.getUTF8String(i).toString()),
+    "tinyint": lambda row, i: int(row.getByte(i)),
+    "smallint": lambda row, i: int(row.getShort(i)),
+    "int": lambda row, i: int(row.getInt(i)),
+    "bigint": lambda row, i: int(row.getLong(i)),
+}
+
+
+def spark_partition_values(
+    df: DataFrame, files: Sequence[str]
+) -> dict[str, tuple[object, ...]] | None:
+    """Each of `files`' partition values as Spark's one file scan of `df` adds them to its rows
+    (a table's from the catalog, where it tracks the partitions, not from the paths), or None
+    when the plan does not say: not one file scan, a file not in it, a type not read here."""
+    try:
+        scans = plan_nodes(df, _SCAN_CLASS)
+        if len(scans) != 1:
+            return None
+        fields = scans[0].relation().partitionSchema().fields()
+        getters = [_ROW_GETTERS.get(str(f.dataType().simpleString())) for f in fields]
+        if None in getters:
+            return None
+        found = {}
+        for partition in scans[0].inputRDD().partitions():
+            for file in partition.files():
+                row = file.partitionValues()
+                found[_file_key(_path(file))] = tuple(
+                    None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
+                    for i, get in enumerate(getters)
+                )
+    except Exception:  # noqa: BLE001 - py4j: a Spark whose classes differ
+        return None
+    keys = [_file_key(f) for f in files]
+    if not all(k in found for k in keys):
+        return None
+    return {f: found[k] for f, k in zip(files, keys, strict=True)}
 
 
 def _start_offset(column: pq.ColumnChunkMetaData) -> int:

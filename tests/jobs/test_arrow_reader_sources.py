@@ -120,6 +120,27 @@ def test_a_partitioned_table_is_read_by_the_tasks_with_its_partition_values(
     assert [len([r for r in got if r[1] == p]) for p in range(3)] == [50, 160, 90]
 
 
+def test_partition_values_the_catalog_gives_otherwise_than_the_path_keep_the_spark_reader(
+    spark, tmp_path, database
+):
+    """A partition added at a custom location whose directory names another value: Spark
+    gives its rows the catalog's value, so the paths' values are not supplied."""
+    rows = source_rows(60)
+    for i, r in enumerate(rows):
+        r["topic"] = "ab"[i % 2]  # the table's partition column, read back as the key
+    name = f"{database}.relocated"
+    _save_table(spark, tmp_path, rows, name, format="parquet", partitionBy="topic")
+    elsewhere = tmp_path / "elsewhere" / "topic=d"
+    write_parquet(elsewhere, [{**r, "topic": None} for r in rows[:10]])
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION (topic='c') LOCATION '{elsewhere}'")
+    mapping = {"topic": "events", "key": {"column": "topic", "format": "string"}}
+    result = _run(spark, _doc(name, tmp_path / "logs", **mapping))
+    why = "the mapping reads table partition column(s) ['topic']"
+    assert result.summary.endswith(f"task reader: auto: not the arrow reader, as {why}")
+    keys = sorted(r[3] for r in read_root(tmp_path / "logs"))
+    assert keys == sorted([b"a", b"b"] * 30 + [b"c"] * 10)
+
+
 def test_partition_values_are_parsed_from_the_paths_as_spark_reads_them():
     table = CatalogTable("MANAGED", "parquet", "", ("day", "n"), ("string", "int"))
     files = [
@@ -216,3 +237,37 @@ def test_mapped_headers_are_the_spark_mappings_bytes(spark, tmp_path, headers):
     values = [h["value"] for h in got]
     assert None in values and b"" in values and len(set(map(str, values))) > 3
     assert any(r[5] == [] for r in read_root(arrow_root)) == ("values" not in headers)
+
+
+@pytest.mark.parametrize("bucketed_scan", [False, True])
+def test_a_bucketed_table_is_read_by_the_tasks_into_the_same_bytes(
+    spark, tmp_path, database, small_splits, bucketed_scan
+):
+    """Spark reads a bucketed table as a plain one (its files cut into byte ranges) unless the
+    query needs the buckets; with the bucketed scan forced, one partition per bucket, its files
+    whole. Either way the arrow reader's tasks are Spark's partitions."""
+    rows = source_rows(300)
+    name = f"{database}.bucketed"
+    src = write_parquet(tmp_path / "input", rows, files=2)
+    # one write task per input file (small_splits): two files in each of the 4 buckets
+    spark.read.parquet(str(src)).write.bucketBy(4, "user").saveAsTable(name, format="parquet")
+    assert len(spark.table(name).inputFiles()) == 8
+    key = "spark.sql.sources.bucketing.autoBucketedScan.enabled"
+    old = spark.conf.get(key)
+    spark.conf.set(key, str(not bucketed_scan).lower())
+    try:
+        read = spark.table(name)
+        assert (read.rdd.getNumPartitions() == 4) == bucketed_scan
+        order = [r.id for r in read.select("id", "user").collect()]  # bucketed: needs user
+        runs = _both(spark, tmp_path, name)
+    finally:
+        spark.conf.set(key, old)
+    (arrow, arrow_root), (plain, plain_root) = runs["arrow"], runs["spark"]
+    assert (arrow.task_reader, plain.task_reader) == ("arrow", "spark")
+    assert arrow.summary.endswith(
+        "task reader: arrow: local files, plain-column mappings, direct mode"
+    )
+    assert snapshot(arrow_root) == snapshot(plain_root)
+    by_id = {r["id"]: r for r in rows}
+    in_order = [by_id[i] for i in order]
+    assert read_root(arrow_root) == expected_records(in_order, PARTITIONS, in_order=True)
