@@ -261,12 +261,15 @@ def test_runs_are_bounded_sorted_and_ranges_cover_every_row_once(source, tmp_pat
 
 
 def test_pick_bounds_balances_rows_by_weight():
-    samples = [((i,), 10) for i in range(100)]
+    def key(i: int) -> rk.Key:  # one partition: no partition end to snap to
+        return ("t", 0, (1, i), i)
+
+    samples = [(key(i), 10) for i in range(100)]
     random.Random(1).shuffle(samples)
-    assert ar.pick_bounds(samples, 4) == [(24,), (49,), (74,)]
+    assert ar.pick_bounds(samples, 4) == [key(24), key(49), key(74)]
     # one heavy key takes a quantile of its own; no repeated bounds, no empty last task
-    heavy = [((0,), 1), ((1,), 1000), ((2,), 1)]
-    assert ar.pick_bounds(heavy, 5) == [(1,)]
+    heavy = [(key(0), 1), (key(1), 1000), (key(2), 1)]
+    assert ar.pick_bounds(heavy, 5) == [key(1)]
     assert ar.pick_bounds([], 3) == []
 
 
