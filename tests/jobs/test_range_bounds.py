@@ -159,6 +159,24 @@ def test_every_row_sampled_splits_the_sorted_keys_exactly(spark, tmp_path, order
 
 
 @pytest.mark.spark
+def test_a_write_tasks_partition_id_is_its_routed_task(spark, tmp_path):
+    """`OnePassPlan.partition_starts` names tasks by the write task's partition id: adaptive
+    execution must not coalesce the routed partitions (tiny data, where it would most)."""
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    source = _typed_source(spark).cache()
+    config = _typed_config(tmp_path)
+    mapped = map_records(source, config)
+    routing = rb.task_routing(source, config, 5, mapped.schema)
+    assert routing is not None and routing.partition_starts
+    routed = mapped.withColumn("task", routing.task).repartitionById(5, F.col("task"))
+    rows = routed.select("task", F.spark_partition_id().alias("id")).collect()
+    assert {r["task"] for r in rows} == set(range(5))
+    assert all(r["task"] == r["id"] for r in rows)
+
+
+@pytest.mark.spark
 def test_a_real_sample_still_gives_contiguous_runs(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(rb, "SAMPLE_ROWS_PER_TASK", 6)  # a fraction of 0.1: bounds from ~24 rows
     tasks = 4
