@@ -76,7 +76,7 @@ from jobs.ingestion.mapping import (
     prepare_records,
 )
 from jobs.ingestion.planner import OnePassPlan
-from jobs.ingestion.range_bounds import task_id_column
+from jobs.ingestion.range_bounds import task_routing
 from jobs.ingestion.relayout import relayout, spark_runner
 from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
 from jobs.ingestion.writer import (
@@ -130,20 +130,24 @@ def _config_hash(config: IngestConfig) -> str:
 
 def _range_sorted(
     mapped: DataFrame, tasks: int, source: DataFrame, config: IngestConfig
-) -> DataFrame:
-    """`mapped` in `tasks` contiguous runs of its sorted (topic, partition, order) keys, sorted
-    within each task: routed by bounds from a sample of `source` (`range_bounds`: no sampling
-    job over the mapping), or by Spark's range partitioner for ordering types it cannot bound."""
+) -> tuple[DataFrame, frozenset[int]]:
+    """(`mapped` in `tasks` contiguous runs of its sorted (topic, partition, order) keys, sorted
+    within each task; the tasks that start every partition they hold): routed by bounds from a
+    sample of `source` (`range_bounds`: no sampling job over the mapping), or by Spark's range
+    partitioner for ordering types it cannot bound."""
     keys = ["topic", "partition", ORDER_COLUMN]
     try:
-        task = task_id_column(source, config, tasks, mapped.schema)
+        routing = task_routing(source, config, tasks, mapped.schema)
     except KafkaLogError:
         raise
     except Exception as error:  # the bounds job is a Spark job: its failure reads as a run's
         raise _spark_error(error) from None
-    if task is None:
-        return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys)
-    return mapped.repartitionById(tasks, task).sortWithinPartitions(*keys)
+    if routing is None:
+        return mapped.repartitionByRange(tasks, *keys).sortWithinPartitions(*keys), frozenset()
+    # A given partition count: adaptive execution never coalesces these partitions, so a
+    # write task's partition id is its task (`routing.partition_starts` name tasks).
+    ranged = mapped.repartitionById(tasks, routing.task).sortWithinPartitions(*keys)
+    return ranged, routing.partition_starts
 
 
 def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
@@ -256,8 +260,9 @@ def _reachable_partitions(config: IngestConfig) -> int | None:
 
 def _spark_rows(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
-) -> tuple[DataFrame, DataFrame | None, tuple[str, str]]:
-    """(the rows the write tasks get, the rejected rows or None, (the write mode, why)), read by
+) -> tuple[DataFrame, DataFrame | None, tuple[str, str], frozenset[int]]:
+    """(the rows the write tasks get, the rejected rows or None, (the write mode, why), the range
+    mode's tasks that start every partition they hold (`OnePassPlan.partition_starts`)), read by
     Spark.
 
     Only the columns the writer reads travel on (no empty headers arrays when none are mapped).
@@ -270,7 +275,7 @@ def _spark_rows(
     splits = source.df.rdd.getNumPartitions()
     choice = mode, _ = write_mode_choice(config, tasks, splits)
     if mode == "direct" and config.reject_path is None:
-        return prepare_records(source.df, config), None, choice
+        return prepare_records(source.df, config), None, choice, frozenset()
     if config.reject_path is not None:
         mapped = map_records_with_rejects(source.df, config)
         records, rejects = mapped.records, mapped.rejects
@@ -279,10 +284,11 @@ def _spark_rows(
     columns = [c for c in RECORD_COLUMNS if c != "headers" or config.mapping.headers]
     if mode == "direct":
         # No shuffle: the one write pass runs over the input splits in source order.
-        return records.select(*columns), rejects, choice
+        return records.select(*columns), rejects, choice, frozenset()
     tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
-    ranged = _range_sorted(records.select(*columns, ORDER_COLUMN), tasks, source.df, config)
-    return ranged, rejects, choice
+    ordered = records.select(*columns, ORDER_COLUMN)
+    ranged, starts = _range_sorted(ordered, tasks, source.df, config)
+    return ranged, rejects, choice, starts
 
 
 def _write(
@@ -380,6 +386,7 @@ def run(
 
         rejected = 0
         rejects = rows = None
+        starts: frozenset[int] = frozenset()  # OnePassPlan.partition_starts (Spark's range mode)
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
         arrow, reader_why = _arrow_read_plan(spark, config, source, tasks)
         if isinstance(arrow, ArrowRangePlan):
@@ -390,14 +397,14 @@ def run(
             mode_why = "the arrow task reader writes in the direct mode"
         else:
             reader = "spark"
-            rows, rejects, (mode, mode_why) = _spark_rows(spark, config, source, tasks)
+            rows, rejects, (mode, mode_why), starts = _spark_rows(spark, config, source, tasks)
         try:
             with task_failure_log(spark):
                 state = scan_existing_state(root)
                 check_topic_ids(config, state)
                 leo = {tp: s.log_end_offset for tp, s in state.items()}
                 # One pass, no counts: tasks stage what they cannot place (OnePassPlan).
-                plan = OnePassPlan(leo)
+                plan = OnePassPlan(leo, starts if mode == "range" else frozenset())
                 configs, options = _topic_settings(config, set(config.topics), started, batch_bytes)
                 settings = WriterSettings(
                     output_root=str(root),

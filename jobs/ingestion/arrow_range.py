@@ -12,8 +12,10 @@ ordering names plain columns, the records never need to leave Arrow:
    sampled key stands for the rows since the previous one), never its rows.
 2. The driver picks the write tasks' bounds as quantiles of those keys weighted by the rows
    they stand for (`pick_bounds`): tasks balanced by rows, a hot partition spread over several
-   tasks, and no sampling or counting job. Finer quantiles split each task's range into
-   sub-ranges of about `chunk_rows` rows (`pick_ranges`).
+   tasks, and no sampling or counting job. A quantile near a partition's end moves there
+   (`range_cuts`), so the next task starts its partitions in place and the relayout has no
+   share of them to encode. Finer quantiles split each task's range into sub-ranges of about
+   `chunk_rows` rows (`pick_ranges`).
 3. Stage 2 (one Spark task per range): task j finds where its range's and sub-ranges' bounds
    fall in each overlapping run (one vectorized search per run, `counts_at_most`), then for
    one sub-range after another memory-maps the runs, takes their slices, sorts them and hands
@@ -39,7 +41,7 @@ import bisect
 import re
 import shutil
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +49,15 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.ingestion.arrow_mapping import checked, map_batch
-from jobs.ingestion.arrow_range_keys import POS, Key, counts_at_most, keys_at, sort_order
+from jobs.ingestion.arrow_range_keys import (
+    POS,
+    Key,
+    counts_at_most,
+    is_partition_end,
+    keys_at,
+    partition_end,
+    sort_order,
+)
 from jobs.ingestion.arrow_reader import (
     BATCH_ROWS,
     ArrowReadPlan,
@@ -58,6 +68,7 @@ from jobs.ingestion.commit import staging_root, task_staging_dir
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.mapping import ORDER_COLUMN
 from jobs.ingestion.planner import OnePassPlan
+from jobs.ingestion.range_cuts import partition_ends, task_cuts
 from jobs.ingestion.source_fs import install
 from jobs.ingestion.writer import WriterSettings, write_task
 
@@ -246,20 +257,16 @@ def sort_runs(plan: ArrowRangePlan, split: int, directory: Path) -> SortedRuns:
 
 def pick_bounds(samples: Sequence[tuple[Key, int]], tasks: int) -> list[Key]:
     """The upper bound keys of write tasks 0..: weighted quantiles of the sampled keys, so each
-    task gets about 1/tasks of the rows; no repeats (fewer tasks when the samples are few)."""
+    task gets about 1/tasks of the rows, or a partition's end near one (`range_cuts.task_cuts`:
+    no share of the next task continues this one's, so the relayout has nothing to encode); no
+    repeats (fewer tasks when the samples are few)."""
     ordered = sorted(samples, key=lambda s: s[0])
-    total = sum(w for _, w in ordered)
-    bounds: list[Key] = []
-    seen, i = 0, 1
-    for key, weight in ordered:
-        seen += weight
-        while i < tasks and seen * tasks >= i * total:
-            if not bounds or bounds[-1] != key:
-                bounds.append(key)
-            i += 1
-    if bounds and ordered and bounds[-1] == ordered[-1][0]:
-        bounds.pop()  # nothing above the greatest key: no empty last task
-    return bounds
+    keys = [k for k, _ in ordered]
+    ends = partition_ends([k[0] for k in keys], [k[1] for k in keys])
+    cuts = task_cuts([w for _, w in ordered], ends, tasks)
+    if cuts and cuts[-1] == (len(keys) - 1, False):
+        cuts.pop()  # nothing above the greatest key: no empty last task
+    return [partition_end(keys[i]) if at_end else keys[i] for i, at_end in cuts]
 
 
 @dataclass(frozen=True)
@@ -395,6 +402,8 @@ def write_range_with_arrow(
     runs = [run for s in sorted_runs for run in s.runs]
     wanted = tasks or max(sc.defaultParallelism, splits)
     ranges = pick_ranges([k for s in sorted_runs for k in s.samples], wanted, plan.chunk_rows)
+    starts = frozenset(j for j, r in enumerate(ranges) if is_partition_end(r.lower))
+    one_pass = replace(one_pass, partition_starts=starts)
 
     def write_fn(indices):
         from pyspark import TaskContext

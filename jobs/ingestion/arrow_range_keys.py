@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 Key = tuple[Any, ...]  # (topic, partition, (rank, o0), .., pos), ordered as Spark sorts
 POS = "_kl_pos"
+PARTITION_END_POS = -1  # the `pos` of a `partition_end` key: below any row's
 
 # The order: pyarrow's sort and Python's comparison of keys agree, and follow Spark's
 
@@ -52,6 +53,18 @@ def comparable(value: Any, floating: bool) -> tuple:
     if floating and math.isnan(value):
         return (2,)
     return (1, value)
+
+
+def partition_end(key: Key) -> Key:
+    """The key just after every row of `key`'s (topic, partition) and before the next
+    partition's: that partition + 1, every ordering value null (they sort first) and a `pos`
+    no row has (rows' are >= 0). A write task bounded by it splits no partition."""
+    return (key[0], key[1] + 1, *[comparable(None, False)] * (len(key) - 3), PARTITION_END_POS)
+
+
+def is_partition_end(key: Key | None) -> bool:
+    """Whether `key` is a `partition_end` bound (the tasks above it start their partitions)."""
+    return key is not None and key[-1] == PARTITION_END_POS
 
 
 def _values(column: pa.ChunkedArray) -> list:

@@ -92,14 +92,23 @@ class OnePassPlan:
     every split holds any partition, so every partition of a later task counts as its first
     (`write_task_direct`). Those are staged provisionally from offset 0 (range index = task
     index) and the driver places them in task order (`commit.place_ranges`).
+
+    `partition_starts`: the range mode's tasks whose lower bound lies between two partitions
+    (`range_cuts`): no earlier task holds any partition they hold, so their first one starts
+    there too, and their predecessor's last one is never continued (it keeps no carry).
     """
 
     log_end_offsets: Mapping[TopicPartition, int]
+    partition_starts: frozenset[int] = frozenset()
 
     def assignment(
         self, task_index: int, topic: str, partition: int, *, first_in_task: bool
     ) -> RangeAssignment:
-        if first_in_task and task_index > 0:
+        if first_in_task and task_index > 0 and task_index not in self.partition_starts:
             return RangeAssignment(topic, partition, task_index, task_index, 0, PROVISIONAL, True)
         start = int(self.log_end_offsets.get((topic, partition), 0))
         return RangeAssignment(topic, partition, task_index, 0, start, PROVISIONAL)
+
+    def may_be_continued(self, task_index: int) -> bool:
+        """Whether the next task's first partition may continue this task's last one."""
+        return task_index + 1 not in self.partition_starts

@@ -14,23 +14,28 @@ balanced search over the bounds (nested CASE: log2(tasks) struct comparisons per
 equal to a bound goes to the lower task. Spark itself both sorts the sample and compares the keys
 with the bounds (struct ordering: nulls first, NaN greatest, as the sort within tasks), so the
 runs are contiguous whatever the types. The bounds are quantiles of the whole key, so a hot
-partition spans several tasks. Offsets follow the sorted order and the segment layout the
-relayout, so which valid split the sample gives changes no record, offset or segment (batch
-boundaries do follow task boundaries, as with any range split).
+partition spans several tasks; a quantile near a partition's end moves there (`range_cuts`:
+the key (topic, partition + 1, null ordering values, pos -1), below all of the next partition's
+rows), so the next task starts its partitions and writes them in place (`TaskRouting.
+partition_starts`). Offsets follow the sorted order, and a share that continues an earlier
+task's is staged as rows and encoded after it by the relayout, as one writer would: which valid
+split the sample gives changes no record, offset, batch or segment.
 
 The bounds become SQL literals; ordering values of a type without an exact literal here (arrays,
-structs, maps, intervals) keep Spark's range partitioner (`task_id_column` returns None).
+structs, maps, intervals) keep Spark's range partitioner (`task_routing` returns None).
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.mapping import ORDER_COLUMN, sample_keys
+from jobs.ingestion.range_cuts import partition_ends, task_cuts
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -55,22 +60,20 @@ def sample_fraction(rows: int, tasks: int) -> float:
     return min(1.0, wanted / rows)
 
 
-def bound_indices(sampled: int, tasks: int) -> list[int]:
-    """Indices into the sorted sample of the upper bounds of tasks 0..tasks-2: equal quantiles,
-    without repeats (fewer bounds than tasks - 1 when the sample is smaller than the tasks)."""
-    picks: list[int] = []
-    for i in range(1, tasks):
-        index = math.ceil(i * sampled / tasks) - 1
-        if index >= 0 and (not picks or index > picks[-1]):
-            picks.append(index)
-    return picks
+@dataclass(frozen=True)
+class TaskRouting:
+    """Each mapped row's task (0..tasks-1, for `repartitionById`), and the tasks whose lower
+    bound is a partition's end (`OnePassPlan.partition_starts`)."""
+
+    task: Column
+    partition_starts: frozenset[int] = frozenset()
 
 
-def task_id_column(
+def task_routing(
     source: DataFrame, config: IngestConfig, tasks: int, key_schema: StructType
-) -> Column | None:
-    """The task (0..tasks-1) of each mapped row, for `repartitionById`, or None when the
-    ordering's types need Spark's range partitioner (see the module docstring).
+) -> TaskRouting | None:
+    """The rows' routing to `tasks` tasks, or None when the ordering's types need Spark's range
+    partitioner (see the module docstring).
 
     `key_schema`: the mapped rows' schema (topic, partition and `_kl_order` are read from it).
     Runs one small Spark job when there are rows and more than one task: the source is read,
@@ -82,16 +85,26 @@ def task_id_column(
     if not all(_has_literal(t) for t in types):
         return None
     if tasks <= 1:
-        return F.lit(0)
+        return TaskRouting(F.lit(0))
     rows = source.count()
     if rows == 0:
-        return F.lit(0)
+        return TaskRouting(F.lit(0))
     keys = sample_keys(source, config, sample_fraction(rows, tasks), SAMPLE_SEED)
     ordered = keys.repartition(1).sortWithinPartitions(*KEY_COLUMNS).toArrow()
-    picks = bound_indices(ordered.num_rows, tasks)
-    bounds = [_key_literal(ordered.slice(i, 1), types) for i in picks]
+    ends = partition_ends(
+        ordered.column("topic").to_numpy(zero_copy_only=False),
+        ordered.column("partition").to_numpy(zero_copy_only=False),
+    )
+    cuts = task_cuts(np.ones(ordered.num_rows, np.int64), ends, tasks)
+    bounds = [
+        _partition_end_literal(ordered.slice(i, 1), types)
+        if at_end
+        else _key_literal(ordered.slice(i, 1), types)
+        for i, at_end in cuts
+    ]
     key = F.struct(*[F.col(name) for name in KEY_COLUMNS])
-    return _search(key, bounds, 0, len(bounds))
+    starts = frozenset(j + 1 for j, (_, at_end) in enumerate(cuts) if at_end)
+    return TaskRouting(_search(key, bounds, 0, len(bounds)), starts)
 
 
 def _search(key: Column, bounds: list[Column], lo: int, hi: int) -> Column:
@@ -140,6 +153,24 @@ def _key_literal(row: pa.Table, types: list[DataType]) -> Column:
         for name, dtype in zip(KEY_COLUMNS, types, strict=True)
     ]
     return F.struct(*fields)
+
+
+def _partition_end_literal(row: pa.Table, types: list[DataType]) -> Column:
+    """The key between the last row of a sampled key's (topic, partition) and the next
+    partition's first: (topic, partition + 1, every ordering value null, pos -1), below every
+    row of partition + 1 (struct ordering: nulls first; a row's `pos` is >= 0)."""
+    from pyspark.sql import functions as F
+
+    topic, partition, order = types
+    order_fields = [
+        (F.lit(-1) if f.name == "pos" else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in order.fields  # type: ignore[attr-defined]
+    ]
+    return F.struct(
+        _literal(row.column("topic")[0], topic).alias("topic"),
+        F.lit(row.column("partition")[0].as_py() + 1).cast(partition).alias("partition"),
+        F.struct(*order_fields).alias(ORDER_COLUMN),
+    )
 
 
 def _literal(value: pa.Scalar, dtype: DataType) -> Column:

@@ -382,7 +382,7 @@ def write_task(
 
     Yields one manifest per range as soon as the range is complete. With a `OnePassPlan` the
     task's first partition is staged as records when it may continue an earlier task's share,
-    the others in place; the last keeps its carry (the next task's first may continue it).
+    the others in place; the last keeps its carry when the next task's first may continue it.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -410,7 +410,9 @@ def write_task(
         _maybe_hold(task_index, count, staging)
     if writer is not None:
         if isinstance(writer, RangeWriter):
-            writer.keep_carry = True
+            writer.keep_carry = not isinstance(plan, OnePassPlan) or plan.may_be_continued(
+                task_index
+            )
         yield writer.finish()
 
 

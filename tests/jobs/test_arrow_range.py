@@ -188,6 +188,31 @@ def test_a_killed_run_reruns_to_the_same_bytes(spark, source, tmp_path):
     assert staging_leftovers(root) == []
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("reader", ["arrow", "spark"])
+def test_tasks_bounded_at_partition_ends_leave_the_relayout_nothing(spark, tmp_path, reader):
+    """Three equal partitions: with three tasks every bound moves to a partition's end, each task
+    writes its partitions in place and the relayout has no share to encode; with two the middle
+    partition is split and its later share relaid. The bytes are a one-task run's either way."""
+    rows = [dict(r, part=i % 3) for i, r in enumerate(_rows()[:300])]
+    src = _write(tmp_path / "src", rows)
+    results, roots = {}, {}
+    for tasks in (1, 3, 2):
+        roots[tasks] = tmp_path / str(tasks) / "logs"
+        doc = _doc(src, roots[tasks], reader)
+        doc["mapping"]["partition"] = {"column": "part"}
+        results[tasks] = _run(spark, doc, tasks=tasks)
+        assert results[tasks].task_reader == reader
+    assert "segments: no partition had shares to lay out" in results[3].summary
+    assert "the relayout encoded 1 staged record shares" in results[2].summary
+    reference = snapshot(roots[1])
+    assert sum(k.endswith(".log") for k in reference) >= 6  # rolls in every partition
+    assert snapshot(roots[3]) == reference
+    assert snapshot(roots[2]) == reference
+    logged = read_root(roots[3])
+    assert [sum(r[1] == p for r in logged) for p in range(3)] == [100, 100, 100]
+
+
 # ---------------------------------------------------------------------------------------------
 # Task side, without Spark
 
@@ -261,12 +286,15 @@ def test_runs_are_bounded_sorted_and_ranges_cover_every_row_once(source, tmp_pat
 
 
 def test_pick_bounds_balances_rows_by_weight():
-    samples = [((i,), 10) for i in range(100)]
+    def key(i: int) -> rk.Key:  # one partition: no partition end to snap to
+        return ("t", 0, (1, i), i)
+
+    samples = [(key(i), 10) for i in range(100)]
     random.Random(1).shuffle(samples)
-    assert ar.pick_bounds(samples, 4) == [(24,), (49,), (74,)]
+    assert ar.pick_bounds(samples, 4) == [key(24), key(49), key(74)]
     # one heavy key takes a quantile of its own; no repeated bounds, no empty last task
-    heavy = [((0,), 1), ((1,), 1000), ((2,), 1)]
-    assert ar.pick_bounds(heavy, 5) == [(1,)]
+    heavy = [(key(0), 1), (key(1), 1000), (key(2), 1)]
+    assert ar.pick_bounds(heavy, 5) == [key(1)]
     assert ar.pick_bounds([], 3) == []
 
 

@@ -8,6 +8,7 @@ import datetime as dt
 import random
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,6 +17,7 @@ import jobs.ingestion.range_bounds as rb
 from jobs.ingest import run
 from jobs.ingestion.config import IngestConfig
 from jobs.ingestion.mapping import ORDER_COLUMN, map_records, sample_keys
+from jobs.ingestion.range_cuts import partition_ends, task_cuts
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
@@ -41,26 +43,6 @@ def test_sample_fraction_targets_rows_per_task_and_caps_the_sample():
     assert rb.sample_fraction(10 * wanted, 4) == pytest.approx(0.1)
     huge = 10**12
     assert rb.sample_fraction(huge, 10**6) * huge == pytest.approx(rb.MAX_SAMPLE_ROWS)
-
-
-@pytest.mark.parametrize("sampled, tasks", [(10, 4), (1000, 7), (12, 12), (4000, 3), (97, 10)])
-def test_bound_indices_give_equal_shares_of_the_sample(sampled, tasks):
-    picks = rb.bound_indices(sampled, tasks)
-    assert len(picks) == tasks - 1
-    assert picks == sorted(set(picks))
-    # task i holds sample rows (picks[i-1], picks[i]]; the last task the rest
-    edges = [-1, *picks, sampled - 1]
-    shares = [b - a for a, b in zip(edges, edges[1:], strict=False)]
-    assert sum(shares) == sampled
-    assert max(shares) - min(shares) <= 1
-
-
-def test_bound_indices_with_fewer_sampled_rows_than_tasks():
-    assert rb.bound_indices(0, 5) == []
-    assert rb.bound_indices(1, 5) == [0]  # one row: keys up to it to task 0, the rest to 1
-    picks = rb.bound_indices(3, 8)
-    assert picks == sorted(set(picks)) and all(0 <= i < 3 for i in picks)
-    assert rb.bound_indices(100, 1) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,8 +117,9 @@ def _tasks_in_sorted_order(
     source = _typed_source(spark).cache()
     config = _typed_config(tmp_path, ordering)
     mapped = map_records(source, config)
-    column = rb.task_id_column(source, config, tasks, mapped.schema)
-    assert column is not None
+    routing = rb.task_routing(source, config, tasks, mapped.schema)
+    assert routing is not None
+    column = routing.task
     rows = mapped.select(*KEYS, column.alias("task")).orderBy(*KEYS).collect()
     return [(r["task"], r["topic"], r["partition"]) for r in rows]
 
@@ -165,11 +148,32 @@ def test_every_row_sampled_splits_the_sorted_keys_exactly(spark, tmp_path, order
     routed = _tasks_in_sorted_order(spark, tasks, tmp_path, ordering)
     ids = [t for t, _, _ in routed]
     assert ids == sorted(ids)  # contiguous runs in key order
-    edges = [-1, *rb.bound_indices(len(ids), tasks), len(ids) - 1]
+    ends = partition_ends([r[1] for r in routed], [r[2] for r in routed])
+    cuts = task_cuts(np.ones(len(ids), np.int64), ends, tasks)
+    assert any(at_end for _, at_end in cuts)  # a partition-end literal routes rows too
+    edges = [-1, *(i for i, _ in cuts), len(ids) - 1]
     shares = [b - a for a, b in zip(edges, edges[1:], strict=False)]
     assert [ids.count(t) for t in range(tasks)] == shares
     hot = {t for t, topic, p in routed if (topic, p) == ("events", 0)}
     assert len(hot) >= 2  # the hot partition is split over tasks
+
+
+@pytest.mark.spark
+def test_a_write_tasks_partition_id_is_its_routed_task(spark, tmp_path):
+    """`OnePassPlan.partition_starts` names tasks by the write task's partition id: adaptive
+    execution must not coalesce the routed partitions (tiny data, where it would most)."""
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    source = _typed_source(spark).cache()
+    config = _typed_config(tmp_path)
+    mapped = map_records(source, config)
+    routing = rb.task_routing(source, config, 5, mapped.schema)
+    assert routing is not None and routing.partition_starts
+    routed = mapped.withColumn("task", routing.task).repartitionById(5, F.col("task"))
+    rows = routed.select("task", F.spark_partition_id().alias("id")).collect()
+    assert {r["task"] for r in rows} == set(range(5))
+    assert all(r["task"] == r["id"] for r in rows)
 
 
 @pytest.mark.spark
@@ -186,7 +190,7 @@ def test_ordering_without_exact_literals_keeps_sparks_range_partitioner(spark, t
     source = _typed_source(spark, 20)
     config = _typed_config(tmp_path, ordering=("array(seq, id)",))
     mapped = map_records(source, config)
-    assert rb.task_id_column(source, config, 3, mapped.schema) is None
+    assert rb.task_routing(source, config, 3, mapped.schema) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,9 +40,9 @@ def _direct_rows(spark_rows):
     """`_spark_rows` whose range-sorted rows go to the direct mode's writer and placement."""
 
     def rows(spark, config, source, tasks):
-        sorted_rows, rejects, (mode, why) = spark_rows(spark, config, source, tasks)
+        sorted_rows, rejects, (mode, why), _ = spark_rows(spark, config, source, tasks)
         assert mode == "range"
-        return sorted_rows, rejects, ("direct", "the direct reference")
+        return sorted_rows, rejects, ("direct", "the direct reference"), frozenset()
 
     return rows
 
