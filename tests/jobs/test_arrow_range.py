@@ -213,6 +213,24 @@ def test_tasks_bounded_at_partition_ends_leave_the_relayout_nothing(spark, tmp_p
     assert [sum(r[1] == p for r in logged) for p in range(3)] == [100, 100, 100]
 
 
+@pytest.mark.spark
+def test_default_tasks_hold_whole_partitions_when_they_are_enough(spark, tmp_path):
+    """No task count asked for and at least as many partitions as cores (3 >= local[2]'s 2):
+    the write tasks hold whole partitions, however the quantiles fall, so no share is staged
+    for the relayout; the bytes are those of one task."""
+    rows = [dict(r, part=i % 3) for i, r in enumerate(_rows()[:300])]
+    src = _write(tmp_path / "src", rows, files=6)
+    roots = {tasks: tmp_path / str(tasks) / "logs" for tasks in (1, None)}
+    results = {}
+    for tasks, root in roots.items():
+        doc = _doc(src, root, "arrow")
+        doc["mapping"]["partition"] = {"column": "part"}
+        results[tasks] = _run(spark, doc, tasks=tasks)
+        assert results[tasks].task_reader == "arrow"
+    assert "segments: no partition had shares to lay out" in results[None].summary
+    assert snapshot(roots[None]) == snapshot(roots[1])
+
+
 # ---------------------------------------------------------------------------------------------
 # Task side, without Spark
 
