@@ -111,8 +111,8 @@ def source(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("tasks, batch_bytes", [(1, 1 << 20), (3, 1)])
 def test_same_bytes_as_the_spark_range_mode(spark, source, tmp_path, tasks, batch_bytes):
     """A unique ordering and a hot partition split over tasks: the arrow range path writes the
-    Spark range mode's bytes and the oracle's records. (Batches follow task edges in both, at
-    different places: 1-record batches make them comparable with several tasks.)"""
+    Spark range mode's bytes and the oracle's records, with 1 MiB batches and with 1-record
+    batches (the two modes' task edges differ; batches do not follow them)."""
     roots = {}
     for reader in ("spark", "arrow"):
         roots[reader] = tmp_path / reader / "logs"
