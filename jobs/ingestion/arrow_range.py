@@ -84,6 +84,7 @@ __all__ = [
     "WriteRange",
     "pick_bounds",
     "pick_ranges",
+    "splits_gain_nothing",
     "plan_arrow_range",
     "range_batches",
     "sort_runs",
@@ -255,15 +256,17 @@ def sort_runs(plan: ArrowRangePlan, split: int, directory: Path) -> SortedRuns:
 # The bounds (driver)
 
 
-def pick_bounds(samples: Sequence[tuple[Key, int]], tasks: int) -> list[Key]:
+def pick_bounds(
+    samples: Sequence[tuple[Key, int]], tasks: int, *, whole_partitions: bool = False
+) -> list[Key]:
     """The upper bound keys of write tasks 0..: weighted quantiles of the sampled keys, so each
     task gets about 1/tasks of the rows, or a partition's end near one (`range_cuts.task_cuts`:
     no share of the next task continues this one's, so the relayout has nothing to encode); no
-    repeats (fewer tasks when the samples are few)."""
+    repeats (fewer tasks when the samples are few). `whole_partitions`: partition ends only."""
     ordered = sorted(samples, key=lambda s: s[0])
     keys = [k for k, _ in ordered]
     ends = partition_ends([k[0] for k in keys], [k[1] for k in keys])
-    cuts = task_cuts([w for _, w in ordered], ends, tasks)
+    cuts = task_cuts([w for _, w in ordered], ends, tasks, whole_partitions=whole_partitions)
     if cuts and cuts[-1] == (len(keys) - 1, False):
         cuts.pop()  # nothing above the greatest key: no empty last task
     return [partition_end(keys[i]) if at_end else keys[i] for i, at_end in cuts]
@@ -280,12 +283,17 @@ class WriteRange:
 
 
 def pick_ranges(
-    samples: Sequence[tuple[Key, int]], tasks: int, chunk_rows: int
+    samples: Sequence[tuple[Key, int]],
+    tasks: int,
+    chunk_rows: int,
+    *,
+    whole_partitions: bool = False,
 ) -> list[WriteRange]:
-    """The write tasks' ranges (`pick_bounds(samples, tasks)`), each split at finer bounds into
-    sub-ranges of about `chunk_rows` rows: a task's memory then follows `chunk_rows`, not the
-    data's size, and its rows and their order stay those of its whole range."""
-    bounds = pick_bounds(samples, tasks)
+    """The write tasks' ranges (`pick_bounds(samples, tasks, whole_partitions=...)`), each split
+    at finer bounds into sub-ranges of about `chunk_rows` rows: a task's memory then follows
+    `chunk_rows`, not the data's size, and its rows and their order stay those of its whole
+    range (so a task of whole partitions needs no more memory than a quantile's)."""
+    bounds = pick_bounds(samples, tasks, whole_partitions=whole_partitions)
     total = sum(w for _, w in samples)
     fine = pick_bounds(samples, max(tasks, -(-total // chunk_rows)))
     edges = [None, *bounds, None]
@@ -401,7 +409,9 @@ def write_range_with_arrow(
     sorted_runs = sc.parallelize(range(splits), splits).mapPartitions(sort_fn).collect()
     runs = [run for s in sorted_runs for run in s.runs]
     wanted = tasks or max(sc.defaultParallelism, splits)
-    ranges = pick_ranges([k for s in sorted_runs for k in s.samples], wanted, plan.chunk_rows)
+    samples = [k for s in sorted_runs for k in s.samples]
+    whole = tasks is None and splits_gain_nothing(samples, sc.defaultParallelism)
+    ranges = pick_ranges(samples, wanted, plan.chunk_rows, whole_partitions=whole)
     starts = frozenset(j for j, r in enumerate(ranges) if is_partition_end(r.lower))
     one_pass = replace(one_pass, partition_starts=starts)
 
@@ -418,6 +428,16 @@ def write_range_with_arrow(
     rows = sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(write_fn).collect()
     drop_exchange(root, run_id)
     return [TaskManifest.from_json(r) for r in rows]
+
+
+def splits_gain_nothing(samples: Sequence[tuple[Key, int]], cores: int) -> bool:
+    """Whether the write tasks should hold whole partitions: when the sampled keys span at least
+    as many partitions as `cores`. A partition split over tasks is encoded by the relayout in
+    one task after the write stage (its later shares are staged as rows), so splitting it buys
+    no encode parallelism, only a staged copy of those rows; it pays only while there are fewer
+    partitions than cores to keep busy with the sorting and merging. Memory is no reason to
+    split: a write task reads its range in sub-ranges of `chunk_rows`."""
+    return len({(k[0], k[1]) for k, _ in samples}) >= max(1, cores)
 
 
 def drop_exchange(output_root: str, run_id: str) -> None:

@@ -43,13 +43,21 @@ def partition_ends(topics: Sequence | np.ndarray, partitions: Sequence | np.ndar
     return np.flatnonzero((t[1:] != t[:-1]) | (p[1:] != p[:-1])).astype(np.int64)
 
 
-def task_cuts(weights: Sequence[int] | np.ndarray, ends: np.ndarray, tasks: int) -> list[Cut]:
+def task_cuts(
+    weights: Sequence[int] | np.ndarray,
+    ends: np.ndarray,
+    tasks: int,
+    *,
+    whole_partitions: bool = False,
+) -> list[Cut]:
     """The cuts of `tasks` write tasks over sorted keys of `weights` (rows each key stands for),
     ascending, without repeats (fewer cuts when the keys are few).
 
     Cut i is the first key whose running rows reach i/tasks of the total, unless one of `ends`
     (from `partition_ends`) has its running rows within 1/SNAP_FRACTION of a task's rows of
-    that quantile: then the nearest such end (the lower one on a tie)."""
+    that quantile: then the nearest such end (the lower one on a tie). `whole_partitions`: the
+    nearest end however far, so no partition is split (quantiles that meet at one end merge:
+    fewer tasks, each a run of whole partitions)."""
     running = np.cumsum(np.asarray(weights, np.int64))
     if tasks <= 1 or not len(running):
         return []
@@ -60,8 +68,10 @@ def task_cuts(weights: Sequence[int] | np.ndarray, ends: np.ndarray, tasks: int)
     nearest = _nearest(at_ends, targets)
     cuts: list[Cut] = []
     for target, key, end in zip(targets.tolist(), keys.tolist(), nearest.tolist(), strict=True):
-        snapped = end >= 0 and SNAP_FRACTION * abs(int(at_ends[end]) - target) <= total
-        cut = (int(ends[end]), True) if snapped else (key, False)
+        if end < 0 and whole_partitions:
+            continue  # one partition: nothing to cut between
+        near = end >= 0 and SNAP_FRACTION * abs(int(at_ends[end]) - target) <= total
+        cut = (int(ends[end]), True) if near or whole_partitions else (key, False)
         if not cuts or cut > cuts[-1]:  # (k, False) < (k, True) < (k + 1, False) as keys
             cuts.append(cut)
     return cuts

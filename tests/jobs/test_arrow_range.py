@@ -111,8 +111,8 @@ def source(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("tasks, batch_bytes", [(1, 1 << 20), (3, 1)])
 def test_same_bytes_as_the_spark_range_mode(spark, source, tmp_path, tasks, batch_bytes):
     """A unique ordering and a hot partition split over tasks: the arrow range path writes the
-    Spark range mode's bytes and the oracle's records. (Batches follow task edges in both, at
-    different places: 1-record batches make them comparable with several tasks.)"""
+    Spark range mode's bytes and the oracle's records, with 1 MiB batches and with 1-record
+    batches (the two modes' task edges differ; batches do not follow them)."""
     roots = {}
     for reader in ("spark", "arrow"):
         roots[reader] = tmp_path / reader / "logs"
@@ -211,6 +211,24 @@ def test_tasks_bounded_at_partition_ends_leave_the_relayout_nothing(spark, tmp_p
     assert snapshot(roots[2]) == reference
     logged = read_root(roots[3])
     assert [sum(r[1] == p for r in logged) for p in range(3)] == [100, 100, 100]
+
+
+@pytest.mark.spark
+def test_default_tasks_hold_whole_partitions_when_they_are_enough(spark, tmp_path):
+    """No task count asked for and at least as many partitions as cores (3 >= local[2]'s 2):
+    the write tasks hold whole partitions, however the quantiles fall, so no share is staged
+    for the relayout; the bytes are those of one task."""
+    rows = [dict(r, part=i % 3) for i, r in enumerate(_rows()[:300])]
+    src = _write(tmp_path / "src", rows, files=6)
+    roots = {tasks: tmp_path / str(tasks) / "logs" for tasks in (1, None)}
+    results = {}
+    for tasks, root in roots.items():
+        doc = _doc(src, root, "arrow")
+        doc["mapping"]["partition"] = {"column": "part"}
+        results[tasks] = _run(spark, doc, tasks=tasks)
+        assert results[tasks].task_reader == "arrow"
+    assert "segments: no partition had shares to lay out" in results[None].summary
+    assert snapshot(roots[None]) == snapshot(roots[1])
 
 
 # ---------------------------------------------------------------------------------------------

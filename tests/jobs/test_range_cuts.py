@@ -93,6 +93,18 @@ def test_a_heavy_key_and_an_end_keep_cuts_strictly_increasing():
     assert cuts == sorted(set(cuts)) and cuts[0] == (0, True)
 
 
+def test_whole_partitions_take_the_nearest_end_however_far():
+    ones = np.ones(400, np.int64)
+    ends = partition_ends([0] * 100 + [1] * 300, [0] * 400)  # one end, 100 rows from the median
+    assert task_cuts(ones, ends, 2) == [(199, False)]  # too far to snap
+    assert task_cuts(ones, ends, 2, whole_partitions=True) == [(99, True)]
+    # 8 quantiles over 3 partitions: they merge at the 2 ends, 3 tasks of whole partitions
+    ends = partition_ends([0] * 100 + [1] * 200 + [2] * 100, [0] * 400)
+    assert task_cuts(ones, ends, 8, whole_partitions=True) == [(99, True), (299, True)]
+    # no end at all (one partition): nothing to cut at
+    assert task_cuts(ones, np.zeros(0, np.int64), 4, whole_partitions=True) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # pick_bounds / pick_ranges: the arrow range mode's keys
 
@@ -204,3 +216,19 @@ def test_a_task_starting_at_a_partition_end_writes_its_first_partition_in_place(
     assert continued.continues_share
     assert plan.may_be_continued(0) and not plan.may_be_continued(1)
     assert OnePassPlan({}).may_be_continued(1)
+
+
+def test_whole_partitions_when_partitions_are_at_least_the_cores():
+    """More tasks than partitions: quantiles split every partition, unless the partitions are
+    enough to keep the cores busy; then each task holds whole partitions, and its sub-ranges
+    still bound its memory."""
+    samples = _samples({("t", p): 600 for p in range(4)})
+    split = ar.pick_bounds(samples, 12)
+    assert _partitions_split(samples, split) == {("t", p) for p in range(4)}
+    assert ar.splits_gain_nothing(samples, cores=4)
+    assert not ar.splits_gain_nothing(samples, cores=5)
+    ranges = ar.pick_ranges(samples, 12, chunk_rows=100, whole_partitions=True)
+    bounds = [r.upper for r in ranges[:-1]]
+    assert bounds == [("t", p + 1, (0,), rk.PARTITION_END_POS) for p in range(3)]
+    assert _partitions_split(samples, bounds) == set()
+    assert all(len(r.inner) >= 4 for r in ranges)  # ~600 rows each, read 100 at a time
