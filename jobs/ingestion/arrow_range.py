@@ -38,6 +38,7 @@ they take about the records' size (uncompressed) on the output root's file syste
 from __future__ import annotations
 
 import bisect
+import mmap
 import re
 import shutil
 from collections import OrderedDict
@@ -343,20 +344,19 @@ def _cuts(run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan) -> list[i
 
 
 class RunFiles:
-    """A write task's run files, each opened once (its footer read once) and kept open while the
-    task reads its sub-ranges, at most `limit` at a time (least recently used closed first).
+    """A write task's run files, each memory-mapped once (its footer read once) and kept while
+    the task reads its sub-ranges, at most `limit` at a time (least recently used dropped).
 
     Why: every run holds every partition, so each sub-range reads a slice of nearly every run;
     opening the runs again per sub-range made stage 2 quadratic in the data (runs x sub-ranges:
-    ~36,000 opens at 50M rows). A slice reads only its own batches (`pread` into memory freed
-    with the slice, not a memory map whose pages would stay resident): a task holds one
-    sub-range's rows, whatever its range's size."""
+    ~36,000 opens at 50M rows). Slices are zero-copy views of the map, so only the pages a
+    slice touches are read; `release` drops those pages from the process after each sub-range
+    (`MADV_DONTNEED` on a read-only file map: they stay in the page cache and fault back in if
+    a view is read again), so a task holds about one sub-range's pages, whatever its size."""
 
     def __init__(self, limit: int = 256) -> None:
         self.limit = limit
-        self._open: OrderedDict[str, tuple[pa.NativeFile, pa.ipc.RecordBatchFileReader]] = (
-            OrderedDict()
-        )
+        self._open: OrderedDict[str, tuple[mmap.mmap, pa.ipc.RecordBatchFileReader]] = OrderedDict()
 
     def slice(self, path: str, start: int, stop: int) -> pa.Table:
         """Rows [start, stop) of the run at `path` (written by `_write_run`)."""
@@ -373,22 +373,26 @@ class RunFiles:
             )
         return rows
 
+    def release(self) -> None:
+        """Drop the mapped pages read so far from this process (not from the page cache)."""
+        for mapped, _ in self._open.values():
+            mapped.madvise(mmap.MADV_DONTNEED)
+
     def _reader(self, path: str) -> pa.ipc.RecordBatchFileReader:
         if path in self._open:
             self._open.move_to_end(path)
             return self._open[path][1]
         while len(self._open) >= self.limit:
-            _, (source, _) = self._open.popitem(last=False)
-            source.close()
-        source = pa.OSFile(path)
-        reader = pa.ipc.open_file(source)
-        self._open[path] = (source, reader)
+            self._open.popitem(last=False)  # unmapped once no view of it is left
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        reader = pa.ipc.open_file(pa.py_buffer(mapped))
+        self._open[path] = (mapped, reader)
         return reader
 
     def close(self) -> None:
-        while self._open:
-            _, (source, _) = self._open.popitem()
-            source.close()
+        self.release()
+        self._open.clear()
 
 
 def _merged(
@@ -432,6 +436,7 @@ def range_batches(
     files = RunFiles()
     try:
         for i in range(len(edges) - 1):
+            files.release()  # the last sub-range's pages: its rows were handed on
             pieces = [(p, c[i], c[i + 1]) for p, c in cuts if c[i + 1] > c[i]]
             yield from _merged(pieces, plan, files)
     finally:
