@@ -381,9 +381,13 @@ def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
         runs += out.runs
         samples += out.samples
     assert len(runs) == 10
-    opened = []
+    opened = set()
     real = ar._open_run
-    monkeypatch.setattr(ar, "_open_run", lambda path: opened.append(path) or real(path))
+    monkeypatch.setattr(ar, "_open_run", lambda path: opened.add(path) or real(path))
+    real_slice = ar.RunFiles.slice
+    monkeypatch.setattr(
+        ar.RunFiles, "slice", lambda self, path, *a: opened.add(path) or real_slice(self, path, *a)
+    )
     bounds = ar.pick_bounds(samples, 5)
     edges = [None, *bounds, None]
     ids = []
@@ -428,6 +432,47 @@ def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatc
     assert all(len(r.inner) >= 8 for r in ranges)
     assert max(sorted_rows) <= plan.chunk_rows  # every key sampled: exact quantiles
     assert sum(len(w) for w in whole) == len(source["rows"])
+
+
+def test_a_write_task_opens_each_run_once_across_its_sub_ranges(source, tmp_path, monkeypatch):
+    """Every run holds keys of every sub-range: the task opens each run file once (its footer
+    read once), not once per sub-range; with fewer open files allowed than runs the least
+    recently used are closed and reopened, and the rows stay the same."""
+    src = _write(tmp_path / "src", source["rows"], files=2)
+    plan = _plan(tmp_path, src, chunk_rows=20)
+    runs, samples = [], []
+    for split in range(len(plan.read.tasks)):
+        (tmp_path / f"x{split}").mkdir()
+        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
+        runs += out.runs
+        samples += out.samples
+    (whole,) = ar.pick_ranges(samples, 1, plan.chunk_rows)
+    assert len(whole.inner) >= 15 and len(runs) >= 15
+    opened: list[str] = []
+    limit = {"n": 256}
+
+    class Counted(ar.RunFiles):
+        def __init__(self) -> None:
+            super().__init__(limit["n"])
+
+        def _reader(self, path):
+            if path not in self._open:
+                opened.append(path)
+            return super()._reader(path)
+
+    monkeypatch.setattr(ar, "RunFiles", Counted)
+
+    def rows() -> list[dict]:
+        batches = ar.range_batches(runs, whole.lower, whole.upper, plan, whole.inner)
+        return pa.Table.from_batches(batches).to_pylist()
+
+    once = rows()
+    assert len(once) == len(source["rows"])
+    assert sorted(opened) == sorted({r.path for r in runs})  # each run once
+    opened.clear()
+    limit["n"] = 2
+    assert rows() == once
+    assert len(opened) > len(runs)  # evicted and reopened
 
 
 _POOLS = {
