@@ -218,6 +218,7 @@ def _arrow_read_plan(
             files,
             partition_columns=found.partition_columns,
             partitions=found.partitions,
+            partitions_why=found.partitions_why,
             max_split_bytes=_max_split_bytes(spark),
             splits=lambda: spark_tasks(source.df, files),
         )

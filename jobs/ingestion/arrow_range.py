@@ -375,6 +375,8 @@ class RunFiles:
 
     def release(self) -> None:
         """Drop the mapped pages read so far from this process (not from the page cache)."""
+        if not hasattr(mmap, "MADV_DONTNEED"):  # not a Unix: the pages go with the maps
+            return
         for mapped, _ in self._open.values():
             mapped.madvise(mmap.MADV_DONTNEED)
 

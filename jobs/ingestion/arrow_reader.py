@@ -287,12 +287,14 @@ def plan_arrow_read(
     *,
     partition_columns: Sequence[str] = (),
     partitions: PathPartitions | None = None,
+    partitions_why: str = "",
     max_split_bytes: int = 128 << 20,
     splits: Callable[[], tuple[Sequence[Sequence[FilePiece]] | None, str]] | None = None,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
     or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
-    the values of partition columns the tasks can supply (a table's, from its paths); `splits`:
+    the values of partition columns the tasks can supply (a table's, from its paths), and
+    `partitions_why` why not, when they cannot (said if the mapping reads them); `splits`:
     asked once the run qualifies, Spark's splits of the files as tasks (`arrow_splits`) or
     (None, why not), when they are packed by `max_split_bytes`."""
     source, m = config.source, config.mapping
@@ -346,7 +348,8 @@ def plan_arrow_read(
     shadowed = sorted(set(names) & set(partition_columns) - set(supplied))
     if shadowed:
         kind = "Delta" if source.format == "delta" else "table"
-        return None, f"the mapping reads {kind} partition column(s) {shadowed}"
+        why = f"the mapping reads {kind} partition column(s) {shadowed}"
+        return None, f"{why}: {partitions_why}" if partitions_why else why
     in_files = [n for n in names if n not in supplied]
     types, why = _read_types(sources, in_files, nested=[headers] if headers else [])
     if types is None:

@@ -62,6 +62,7 @@ class SourceFiles:
     partition_columns: tuple[str, ...] = ()
     why: str = ""
     partitions: PathPartitions | None = None  # their values, when the paths give them
+    partitions_why: str = ""  # why the paths do not give them, for a table that has them
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,15 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
             return SourceFiles(None, why=why)
     files = [unquote(f) for f in source.df.inputFiles()]
     partitions = _path_partitions(table, files)
-    if partitions is not None and not _as_spark_reads(partitions, source):
+    why = ""
+    if table.partition_columns and partitions is None:
+        why = "their values cannot be taken from the files' paths (a type or directory layout "
+        why += "the tasks do not parse)"
+    elif partitions is not None and not _as_spark_reads(partitions, source):
         partitions = None
-    return SourceFiles(files, table.partition_columns, partitions=partitions)
+        why = "a partition's directory names other values than the catalog gives its rows "
+        why += "(a partition added at a custom location)"
+    return SourceFiles(files, table.partition_columns, partitions=partitions, partitions_why=why)
 
 
 def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) -> SourceFiles:

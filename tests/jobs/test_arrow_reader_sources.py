@@ -135,7 +135,10 @@ def test_partition_values_the_catalog_gives_otherwise_than_the_path_keep_the_spa
     spark.sql(f"ALTER TABLE {name} ADD PARTITION (topic='c') LOCATION '{elsewhere}'")
     mapping = {"topic": "events", "key": {"column": "topic", "format": "string"}}
     result = _run(spark, _doc(name, tmp_path / "logs", **mapping))
-    why = "the mapping reads table partition column(s) ['topic']"
+    why = (
+        "the mapping reads table partition column(s) ['topic']: a partition's directory names "
+        "other values than the catalog gives its rows (a partition added at a custom location)"
+    )
     assert result.summary.endswith(f"task reader: auto: not the arrow reader, as {why}")
     keys = sorted(r[3] for r in read_root(tmp_path / "logs"))
     assert keys == sorted([b"a", b"b"] * 30 + [b"c"] * 10)
