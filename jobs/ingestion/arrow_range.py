@@ -315,15 +315,12 @@ def pick_ranges(
 # Stage 2: a range's rows from every run (task side, no Spark)
 
 
-def _open_run(path: str) -> pa.Table:
-    """A run file, memory-mapped, for the search of a task's edges in it (`_cuts`: the sampled
-    keys it reads are all that is paged in; the map goes with the table)."""
-    return pa.ipc.open_file(pa.memory_map(path)).read_all()
-
-
-def _cuts(run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan) -> list[int]:
+def _cuts(
+    run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan, files: RunFiles
+) -> list[int]:
     """How many rows of `run` have a key <= each edge (None: 0 as the first edge, every row as
-    the last): the run is read only if an edge falls inside it, then searched for all at once."""
+    the last): the run is read only if an edge falls inside it, then searched for all at once
+    (only the sampled keys the search reads are paged in)."""
     cuts, inside = [], []
     for i, edge in enumerate(edges):
         if edge is None:
@@ -336,7 +333,7 @@ def _cuts(run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan) -> list[i
             cuts.append(-1)
             inside.append(i)
     if inside:
-        keys = _open_run(run.path).select(["topic", "partition", *plan.order_columns, POS])
+        keys = files.table(run.path).select(["topic", "partition", *plan.order_columns, POS])
         found = counts_at_most(keys, [edges[i] for i in inside], plan)  # type: ignore[misc]
         for i, count in zip(inside, found.tolist(), strict=True):
             cuts[i] = count
@@ -345,7 +342,8 @@ def _cuts(run: Run, edges: Sequence[Key | None], plan: ArrowRangePlan) -> list[i
 
 class RunFiles:
     """A write task's run files, each memory-mapped once (its footer read once) and kept while
-    the task reads its sub-ranges, at most `limit` at a time (least recently used dropped).
+    the task searches its edges in them and reads its sub-ranges, at most `limit` at a time
+    (least recently used dropped).
 
     Why: every run holds every partition, so each sub-range reads a slice of nearly every run;
     opening the runs again per sub-range made stage 2 quadratic in the data (runs x sub-ranges:
@@ -372,6 +370,10 @@ class RunFiles:
                 f"{BATCH_ROWS} rows put them (a run file from another version?)"
             )
         return rows
+
+    def table(self, path: str) -> pa.Table:
+        """The whole run at `path`, as zero-copy views of its map."""
+        return self._reader(path).read_all()
 
     def release(self) -> None:
         """Drop the mapped pages read so far from this process (not from the page cache)."""
@@ -430,13 +432,13 @@ def range_batches(
     keys inside the range) at a time, so a task holds about one sub-range's rows whatever the
     size of its range."""
     edges = [lower, *inner, upper]
-    cuts = [
-        (run.path, _cuts(run, edges, plan))
-        for run in runs
-        if (lower is None or run.last > lower) and (upper is None or run.first <= upper)
-    ]
-    files = RunFiles()
+    files = RunFiles()  # each run mapped once for the task: its search and its slices
     try:
+        cuts = [
+            (run.path, _cuts(run, edges, plan, files))
+            for run in runs
+            if (lower is None or run.last > lower) and (upper is None or run.first <= upper)
+        ]
         for i in range(len(edges) - 1):
             files.release()  # the last sub-range's pages: its rows were handed on
             pieces = [(p, c[i], c[i + 1]) for p, c in cuts if c[i + 1] > c[i]]

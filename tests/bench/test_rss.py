@@ -37,6 +37,17 @@ def _wait_rss_pid(pid: int, kib: int) -> None:
         time.sleep(0.02)
 
 
+def _held_by_grandchild(child: subprocess.Popen, kib: int) -> int:
+    """The pid of `child`'s own child (a worker under the sampler's "JVM"), once it holds
+    `kib` KiB resident."""
+    deadline = time.monotonic() + 20
+    while not descendants(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (holder,) = descendants(child.pid)
+    _wait_rss_pid(holder, kib)
+    return holder
+
+
 def test_descendants_finds_grandchildren():
     wrapper = "import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"
     proc = _hold(1, parent=wrapper)
@@ -63,11 +74,7 @@ def test_worker_peak_and_reset():
     child = _hold(120, parent=wrapper)
     sampler = RssSampler(jvm_pid=child.pid, interval=0.02, scan_every=1)
     try:
-        deadline = time.monotonic() + 20
-        while not descendants(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        (holder,) = descendants(child.pid)
-        _wait_rss_pid(holder, 120 << 10)
+        _held_by_grandchild(child, 120 << 10)
         sampler.start()
         time.sleep(0.2)
         peaks = sampler.stop()
@@ -102,11 +109,7 @@ def test_mapped_file_pages_are_not_anonymous(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
     sampler = RssSampler(jvm_pid=child.pid, interval=0.02, scan_every=1)
     try:
-        deadline = time.monotonic() + 20
-        while not descendants(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        (holder,) = descendants(child.pid)
-        _wait_rss_pid(holder, 150 << 10)
+        _held_by_grandchild(child, 150 << 10)
         sampler.start()
         time.sleep(0.2)
         peaks = sampler.stop()

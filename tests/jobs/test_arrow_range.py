@@ -245,6 +245,17 @@ def _plan(tmp_path: Path, src: Path, ordering=("score", "name", "id"), chunk_row
     return ar.ArrowRangePlan(plan.read, plan.ordering, plan.floating, chunk_rows)
 
 
+def _sorted_runs(plan: ar.ArrowRangePlan, tmp_path: Path) -> tuple[list, list]:
+    """Stage 1 of every read split, in-process: (all runs, all sampled keys)."""
+    runs, samples = [], []
+    for split in range(len(plan.read.tasks)):
+        (tmp_path / f"x{split}").mkdir()
+        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
+        runs += out.runs
+        samples += out.samples
+    return runs, samples
+
+
 def _python_key(row: dict, ordering) -> tuple:
     """The Spark order written independently: nulls first, NaN greatest, -0.0 == 0.0."""
 
@@ -374,19 +385,12 @@ def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
     plan, why = ar.plan_arrow_range(read, config, files)
     assert plan is not None, why
     plan = replace(plan, chunk_rows=37)
-    runs, samples = [], []
-    for split in range(len(read.tasks)):
-        (tmp_path / f"x{split}").mkdir()
-        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
-        runs += out.runs
-        samples += out.samples
+    runs, samples = _sorted_runs(plan, tmp_path)
     assert len(runs) == 10
     opened = set()
-    real = ar._open_run
-    monkeypatch.setattr(ar, "_open_run", lambda path: opened.add(path) or real(path))
-    real_slice = ar.RunFiles.slice
+    real = ar.RunFiles._reader
     monkeypatch.setattr(
-        ar.RunFiles, "slice", lambda self, path, *a: opened.add(path) or real_slice(self, path, *a)
+        ar.RunFiles, "_reader", lambda self, path: opened.add(path) or real(self, path)
     )
     bounds = ar.pick_bounds(samples, 5)
     edges = [None, *bounds, None]
@@ -404,12 +408,7 @@ def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatc
     `chunk_rows` rows, sorted one at a time; the rows and their order are the whole range's."""
     src = _write(tmp_path / "src", source["rows"], files=2)
     plan = _plan(tmp_path, src, chunk_rows=20)
-    runs, samples = [], []
-    for split in range(len(plan.read.tasks)):
-        (tmp_path / f"x{split}").mkdir()
-        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
-        runs += out.runs
-        samples += out.samples
+    runs, samples = _sorted_runs(plan, tmp_path)
     ranges = ar.pick_ranges(samples, 2, plan.chunk_rows)
     assert [r.upper for r in ranges[:-1]] == ar.pick_bounds(samples, 2)  # the tasks' edges
     assert [r.lower for r in ranges[1:]] == [r.upper for r in ranges[:-1]]
@@ -440,12 +439,7 @@ def test_a_write_task_opens_each_run_once_across_its_sub_ranges(source, tmp_path
     recently used are closed and reopened, and the rows stay the same."""
     src = _write(tmp_path / "src", source["rows"], files=2)
     plan = _plan(tmp_path, src, chunk_rows=20)
-    runs, samples = [], []
-    for split in range(len(plan.read.tasks)):
-        (tmp_path / f"x{split}").mkdir()
-        out = ar.sort_runs(plan, split, tmp_path / f"x{split}")
-        runs += out.runs
-        samples += out.samples
+    runs, samples = _sorted_runs(plan, tmp_path)
     (whole,) = ar.pick_ranges(samples, 1, plan.chunk_rows)
     assert len(whole.inner) >= 15 and len(runs) >= 15
     opened: list[str] = []
