@@ -573,6 +573,8 @@ static inline uint8_t *put_bytes(uint8_t *p, const colview_t *c, Py_ssize_t i, i
     return p + len;
 }
 
+const char records_too_small[] = "output buffer too small for the records";
+
 /* Write the records [start, end) of one batch at p (at most `room` bytes). Returns the end,
  * or NULL with *why set when the output is too small or a column's offsets point outside its
  * data. */
@@ -586,7 +588,7 @@ uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, ui
         if (klen < -1 || vlen < -1) goto backwards;
         int64_t body = bodies ? bodies[i] : record_body(&r, record_fixed(&r, i), i, start);
         if ((int64_t)(limit - p) < body + varint_size(zigzag(body))) {
-            *why = "output buffer too small for the records";
+            *why = records_too_small;
             return NULL;
         }
         p = put_varint(p, zigzag(body));

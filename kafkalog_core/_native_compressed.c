@@ -5,7 +5,7 @@
  * each region with one library call into a new bytes object, joins the codec's framing around
  * it and copies the result next to its header: the records go through RAM twice and the
  * compressed bytes are copied twice. Here each batch's records are written into a small
- * scratch buffer (still in cache when the codec reads them) and the codec writes its blocks
+ * scratch buffer (still in cache when the codec reads them; it grows to the largest region) and the codec writes its blocks
  * straight into the output, behind the header and the framing words.
  *
  * The codec is a Python callable compress_into(src, dst) -> bytes written (cramjam's
@@ -52,14 +52,24 @@ static Py_ssize_t call_codec(PyObject *compress_into, uint8_t *src, Py_ssize_t n
         }
     }
     /* The views point into memory this call owns: a callable that kept one must not reach it
-     * later (release fails while the callable still holds an export of it). */
+     * later (release fails while the callable still holds an export of it). The callable's
+     * own exception, if any, is kept aside meanwhile. */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
     PyObject *done = PyObject_CallMethod(src_view, "release", NULL);
     Py_XDECREF(done);
     if (done != NULL) {
         done = PyObject_CallMethod(dst_view, "release", NULL);
         Py_XDECREF(done);
     }
-    if (done == NULL) written = -1;
+    if (done == NULL) {
+        written = -1;
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+    } else {
+        PyErr_Restore(type, value, traceback);
+    }
     Py_DECREF(src_view);
     Py_DECREF(dst_view);
     return written;
@@ -165,8 +175,16 @@ PyObject *write_compressed_batches(PyObject *self, PyObject *args) {
     int64_t scratch_room = 0;
     for (Py_ssize_t b = 0; b < r.batches; b++) {
         Py_ssize_t first = (Py_ssize_t)r.starts[b], last = batch_end(&r, b);
-        int64_t region = region_size(&v, first, last);
-        if (region > scratch_room) { /* grows to the largest region, once per new maximum */
+        const char *why = NULL;
+        uint8_t *records_end;
+        for (;;) {
+            Py_BEGIN_ALLOW_THREADS
+            records_end = write_records(&v, first, last, scratch, scratch_room, bodies, &why);
+            Py_END_ALLOW_THREADS
+            if (records_end != NULL || why != records_too_small) break;
+            /* a region larger than any before: grow (at least double, so this is rare) */
+            int64_t region = region_size(&v, first, last);
+            if (region < 2 * scratch_room) region = 2 * scratch_room;
             uint8_t *grown = (uint8_t *)PyMem_RawRealloc(scratch, (size_t)region);
             if (grown == NULL) {
                 PyErr_NoMemory();
@@ -175,11 +193,6 @@ PyObject *write_compressed_batches(PyObject *self, PyObject *args) {
             scratch = grown;
             scratch_room = region;
         }
-        const char *why = NULL;
-        uint8_t *records_end;
-        Py_BEGIN_ALLOW_THREADS
-        records_end = write_records(&v, first, last, scratch, scratch_room, bodies, &why);
-        Py_END_ALLOW_THREADS
         if (records_end == NULL) {
             PyErr_SetString(PyExc_ValueError, why);
             goto done;
