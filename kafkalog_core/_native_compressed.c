@@ -27,6 +27,13 @@ static void put_le32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* Whether anything still refers to a view's memory: the view itself, a buffer it exported or
+ * a view derived from it (a slice shares its managed buffer). */
+static int kept(PyObject *view) {
+    PyMemoryViewObject *m = (PyMemoryViewObject *)view;
+    return Py_REFCNT(view) > 1 || m->exports > 0 || m->mbuf->exports > 1;
+}
+
 /* compress_into(src, dst) over scratch[0, n) and out[0, room): the bytes written, or -1 with
  * the callable's exception (or a ValueError for an impossible count) set. */
 static Py_ssize_t call_codec(PyObject *compress_into, uint8_t *src, Py_ssize_t n, uint8_t *dst,
@@ -51,24 +58,11 @@ static Py_ssize_t call_codec(PyObject *compress_into, uint8_t *src, Py_ssize_t n
             written = -1;
         }
     }
-    /* The views point into memory this call owns: a callable that kept one must not reach it
-     * later (release fails while the callable still holds an export of it). The callable's
-     * own exception, if any, is kept aside meanwhile. */
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallMethod(src_view, "release", NULL);
-    Py_XDECREF(done);
-    if (done != NULL) {
-        done = PyObject_CallMethod(dst_view, "release", NULL);
-        Py_XDECREF(done);
-    }
-    if (done == NULL) {
+    /* The views point into memory this call owns (the scratch buffer is freed at the end): a
+     * callable that kept one, or a slice or an export of one, is refused. */
+    if (written >= 0 && (kept(src_view) || kept(dst_view))) {
+        PyErr_SetString(PyExc_ValueError, "compress_into kept a view of the buffers it was given");
         written = -1;
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-    } else {
-        PyErr_Restore(type, value, traceback);
     }
     Py_DECREF(src_view);
     Py_DECREF(dst_view);

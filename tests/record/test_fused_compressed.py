@@ -228,3 +228,9 @@ def test_write_compressed_batches_refuses_a_short_buffer_and_bad_codecs():
         _direct_call(np.zeros(1000, np.uint8), broken)
     with pytest.raises(ValueError, match="compress_into returned"):
         _direct_call(np.zeros(1000, np.uint8), lambda src, dst: len(dst) + 1)
+    held = []
+    for keep in (lambda src, dst: src, lambda src, dst: dst[:4], lambda src, dst: src.cast("B")):
+        with pytest.raises(ValueError, match="kept a view"):
+            _direct_call(
+                np.zeros(1000, np.uint8), lambda src, dst, k=keep: held.append(k(src, dst)) or 0
+            )
