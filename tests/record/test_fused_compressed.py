@@ -60,12 +60,13 @@ def _table(n: int, *, seed: int = 1, random_values: bool = False, increasing: bo
 
 
 def _fused_and_fallback(monkeypatch, table, options, base_offset=0):
-    """(fused encode, general-path encode, how many fused C calls the first made)."""
+    """(fused encode, general-path encode, per fused C call whether it was given the plan's
+    record sizes)."""
     calls = []
     real = native.write_compressed_batches
 
     def spy(*args):
-        calls.append(args[-1])
+        calls.append(args[7] is not None)  # bodies
         return real(*args)
 
     with monkeypatch.context() as m:
@@ -74,7 +75,7 @@ def _fused_and_fallback(monkeypatch, table, options, base_offset=0):
     with monkeypatch.context() as m:
         m.setattr(encode_module, "_native", None)
         fallback = encode_records(table, base_offset=base_offset, options=options)
-    return fused, fallback, len(calls)
+    return fused, fallback, calls
 
 
 def _assert_same(fused, fallback) -> None:
@@ -105,7 +106,7 @@ def test_fused_equals_fallback(monkeypatch, codec, level, max_batch_bytes):
         partition_leader_epoch=4,
     )
     fused, fallback, calls = _fused_and_fallback(monkeypatch, table, options, base_offset=50)
-    assert calls == 1
+    assert calls == [True]  # increasing timestamps, no batch over max.message.bytes
     _assert_same(fused, fallback)
     if max_batch_bytes == 100:
         assert set(fused.record_counts.tolist()) == {1}
@@ -120,7 +121,7 @@ def test_fused_incompressible_region(monkeypatch, codec):
     table = _table(400, seed=5, random_values=True)
     options = BatchOptions(compression=codec, max_batch_bytes=1 << 20)
     fused, fallback, calls = _fused_and_fallback(monkeypatch, table, options)
-    assert calls == 1
+    assert calls == [True]
     _assert_same(fused, fallback)
     raw = bytes(fused.buffer)
     records_area = raw[RECORD_BATCH_OVERHEAD : int(fused.sizes[0])]
@@ -149,7 +150,7 @@ def test_fused_idempotent_transactional_and_any_timestamps(monkeypatch, codec):
         is_transactional=True,
     )
     fused, fallback, calls = _fused_and_fallback(monkeypatch, table, options, base_offset=9)
-    assert calls == 1
+    assert calls == [False]  # the numpy split plans no record sizes
     _assert_same(fused, fallback)
     batches = kafka_python_decode(fused.buffer)
     assert all(b.is_transactional and b.producer_id == 77 for b, _ in batches)
@@ -191,6 +192,18 @@ def test_fused_batch_over_max_message_bytes(codec):
     options = BatchOptions(compression=codec, max_batch_bytes=1 << 20, max_message_bytes=20_000)
     with pytest.raises(RecordTooLargeError, match=r"batch at offset 7 is \d+ bytes.*=20000"):
         encode_records(table, base_offset=7, options=options)
+
+
+def test_fused_without_plan_sizes_when_a_batch_could_be_too_large(monkeypatch):
+    """The plan's record sizes are int32: used only when no batch can exceed
+    max.message.bytes; otherwise the C writer sizes records itself, with the same bytes."""
+    table = _table(2000, seed=4)
+    options = BatchOptions(
+        compression=Compression.LZ4, max_batch_bytes=50_000, max_message_bytes=40_000
+    )
+    fused, fallback, calls = _fused_and_fallback(monkeypatch, table, options)
+    assert calls == [False]
+    _assert_same(fused, fallback)
 
 
 def _direct_call(out, compress_into=None, sizes=None):
