@@ -13,8 +13,8 @@ kafkalog_ensure_venv() {
   fi
   local stamp="$kafkalog_venv/.kafkalog-installed"
   local want
-  # pyproject.toml and the C sources: a change to either reinstalls (rebuilds the extension)
-  want="$(cat "$kafkalog_root/pyproject.toml" "$kafkalog_root"/kafkalog_core/*.c | sha256sum | cut -c1-16)"
+  # pyproject.toml and the C sources and headers: a change to either reinstalls (rebuilds the extension)
+  want="$(cat "$kafkalog_root/pyproject.toml" "$kafkalog_root"/kafkalog_core/*.[ch] | sha256sum | cut -c1-16)"
   if [ -x "$kafkalog_venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi

@@ -16,7 +16,9 @@
  *                    CRC-32C (Castagnoli, over attributes..end, stored big-endian at byte 17)
  *                    while the batch is still in cache; without headers it writes only the
  *                    records regions, for the compressed path;
- *   max_length     - the longest row of a column (the up-front size bound of a stream).
+ *   max_length     - the longest row of a column (the up-front size bound of a stream);
+ *   write_compressed_batches (in _native_compressed.c) - header | lz4 or snappy framed records,
+ *                    each batch's records compressed from a cache-sized scratch buffer.
  *
  * A record (KAFKA_LOG_FACTS.md 1.3):
  *   length | attributes(0) | timestampDelta | offsetDelta | keyLength | key | valueLength | value
@@ -29,14 +31,8 @@
  * Partitioner. murmur2_column hashes every key of a column the way the Java producer's
  * Utils.murmur2 does (kafkalog_core.partitioner has the numpy twin).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_native.h"
 
-#define BATCH_HEADER_BYTES 61
-#define CRC_FIELD 17      /* crc: uint32 big-endian at byte 17 of a batch */
-#define CRC_COVERS_FROM 21 /* CRC-32C covers attributes .. end of batch */
 
 /* ---------------------------------------------------------------------------------------- */
 /* CRC-32C                                                                                   */
@@ -129,14 +125,14 @@ __attribute__((target("sse4.2"))) static void crc32c_hw3(uint32_t crc[3], const 
 
 static int use_hw_crc = 0;
 
-static uint32_t crc32c_one(const uint8_t *p, size_t n) {
+uint32_t crc32c_one(const uint8_t *p, size_t n) {
 #ifdef HAVE_HW_CRC
     if (use_hw_crc) return ~crc32c_hw(0xFFFFFFFFu, p, n);
 #endif
     return ~crc32c_table(0xFFFFFFFFu, p, n);
 }
 
-static void put_be32(uint8_t *p, uint32_t v) {
+void put_be32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24);
     p[1] = (uint8_t)(v >> 16);
     p[2] = (uint8_t)(v >> 8);
@@ -196,18 +192,8 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t u) {
 /* argument plumbing                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-/* A binary column as Arrow holds it: offsets (int32 or int64, already sliced to the column's
- * rows: n + 1 entries), the validity bitmap (or none) with the column's bit offset, and the
- * data buffer. From Python: a tuple (offsets, validity or None, bit_offset, data or None);
- * None for the headers column when no record has headers. */
-typedef struct {
-    Py_buffer offsets, validity, data;
-    int present, have_validity, have_data, wide;
-    Py_ssize_t bit_offset;
-} column_t;
 
-static int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable,
-                     const char *name) {
+int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name) {
     if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
     if ((items >= 0 && view->len != items * 8) || (items < 0 && view->len % 8 != 0)) {
         PyErr_Format(PyExc_ValueError, "%s: expected %zd int64 values, got %zd bytes", name,
@@ -260,17 +246,6 @@ fail:
     return -1;
 }
 
-/* What the hot loops read of a column, held in locals: stores through the output's uint8_t
- * pointer may alias any memory, so fields read through a struct pointer would be reloaded
- * after every byte written; a local copy stays in registers. */
-typedef struct {
-    const int32_t *o32; /* exactly one of o32 / o64 is set */
-    const int64_t *o64;
-    const uint8_t *validity; /* NULL: no nulls */
-    Py_ssize_t bit_offset;
-    const uint8_t *data;
-    int64_t data_len;
-} colview_t;
 
 static colview_t view_of(const column_t *c) {
     colview_t v;
@@ -340,20 +315,8 @@ static inline void copy_bytes(uint8_t *dst, const uint8_t *src, size_t n) {
 /* the encoder loops                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    Py_ssize_t n, batches;
-    const int64_t *starts, *timestamps;
-    column_t key, value, suffix; /* suffix not present when no record has headers */
-} records_t;
 
-/* The hot loops' local copy of a records_t. */
-typedef struct {
-    colview_t key, value, suffix;
-    int has_suffix;
-    const int64_t *timestamps;
-} recview_t;
-
-static recview_t recview_of(const records_t *r) {
+recview_t recview_of(const records_t *r) {
     recview_t v;
     v.key = view_of(&r->key);
     v.value = view_of(&r->value);
@@ -380,7 +343,7 @@ static inline int64_t record_body(const recview_t *r, int64_t fixed, Py_ssize_t 
 }
 
 /* Exact bytes of the records region of the batch [start, end). */
-static int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end) {
+int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end) {
     int64_t total = 0;
     for (Py_ssize_t i = start; i < end; i++) {
         int64_t body = record_body(r, record_fixed(r, i), i, start);
@@ -389,11 +352,11 @@ static int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end)
     return total;
 }
 
-static Py_ssize_t batch_end(const records_t *r, Py_ssize_t b) {
+Py_ssize_t batch_end(const records_t *r, Py_ssize_t b) {
     return b + 1 < r->batches ? (Py_ssize_t)r->starts[b + 1] : r->n;
 }
 
-static void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view) {
+void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view) {
     release_column(&r->suffix);
     release_column(&r->value);
     release_column(&r->key);
@@ -402,9 +365,8 @@ static void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_
 }
 
 /* Timestamps and the three columns; with `starts` also the batch starts (checked). */
-static int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
-                         PyObject *suffix, records_t *r, Py_buffer *starts_view,
-                         Py_buffer *ts_view) {
+int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
+                  PyObject *suffix, records_t *r, Py_buffer *starts_view, Py_buffer *ts_view) {
     memset(r, 0, sizeof(*r));
     if (get_array(timestamps, ts_view, -1, 0, "timestamps") < 0) return -1;
     r->n = ts_view->len / 8;
@@ -611,11 +573,13 @@ static inline uint8_t *put_bytes(uint8_t *p, const colview_t *c, Py_ssize_t i, i
     return p + len;
 }
 
+const char records_too_small[] = "output buffer too small for the records";
+
 /* Write the records [start, end) of one batch at p (at most `room` bytes). Returns the end,
  * or NULL with *why set when the output is too small or a column's offsets point outside its
  * data. */
-static uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
-                              int64_t room, const int32_t *bodies, const char **why) {
+uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
+                       int64_t room, const int32_t *bodies, const char **why) {
     const recview_t r = *rv; /* locals: see colview_t */
     const uint8_t *limit = p + room;
     int64_t base_ts = r.timestamps[start];
@@ -624,7 +588,7 @@ static uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t 
         if (klen < -1 || vlen < -1) goto backwards;
         int64_t body = bodies ? bodies[i] : record_body(&r, record_fixed(&r, i), i, start);
         if ((int64_t)(limit - p) < body + varint_size(zigzag(body))) {
-            *why = "output buffer too small for the records";
+            *why = records_too_small;
             return NULL;
         }
         p = put_varint(p, zigzag(body));
@@ -907,6 +871,8 @@ static PyMethodDef methods[] = {
     {"plan_batches", plan_batches, METH_VARARGS, plan_batches_doc},
     {"region_sizes", region_sizes, METH_VARARGS, region_sizes_doc},
     {"write_batches", write_batches, METH_VARARGS, write_batches_doc},
+    {"write_compressed_batches", write_compressed_batches, METH_VARARGS,
+     write_compressed_batches_doc},
     {"crc32c", crc32c_py, METH_O, crc32c_doc},
     {"max_length", max_length, METH_VARARGS, max_length_doc},
     {"murmur2_column", murmur2_column, METH_VARARGS, murmur2_column_doc},

@@ -27,12 +27,19 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from jobs.ingestion.config import IngestConfig
     from jobs.spark.sources import SourceRead
 
-__all__ = ["CatalogTable", "PathPartitions", "SourceFiles", "catalog_table", "source_files"]
+__all__ = [
+    "CatalogTable",
+    "PathPartitions",
+    "SourceFiles",
+    "catalog_table",
+    "input_files",
+    "source_files",
+]
 
 # The partition column types whose values the tasks parse from the paths, as Spark types them.
 PATH_TYPES = {
@@ -179,6 +186,19 @@ def _hive_serde_why(name: str, source: SourceRead) -> str:
     return ""
 
 
+def input_files(df: DataFrame) -> list[str]:
+    """`df.inputFiles()`, decoded, in one py4j round trip (iterating the array costs one per
+    file: 0.7 s for a table of 3,000 files)."""
+    from jobs.ingestion.arrow_splits import joined_strings  # it imports this module's users
+
+    found = df._jdf.inputFiles()
+    text = joined_strings(df.sparkSession.sparkContext._jvm, found)
+    files = text.split("\n") if text else []
+    if len(files) != len(found):
+        files = [str(f) for f in found]
+    return [unquote(f) for f in files]
+
+
 def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFiles:
     table = catalog_table(spark, name)
     if table.kind == "VIEW":
@@ -194,7 +214,7 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
         why = _hive_serde_why(name, source)
         if why:
             return SourceFiles(None, why=why)
-    files = [unquote(f) for f in source.df.inputFiles()]
+    files = input_files(source.df)
     partitions = _path_partitions(table, files)
     why = ""
     if table.partition_columns and partitions is None:
@@ -215,7 +235,7 @@ def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) 
 
     spec = config.source
     if spec.format == "parquet":
-        return SourceFiles([unquote(f) for f in source.df.inputFiles()])
+        return SourceFiles(input_files(source.df))
     if spec.format == "table":
         return _table_files(spark, str(spec.table), source)
     if (

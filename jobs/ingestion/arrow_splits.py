@@ -21,10 +21,20 @@ arrow reader packs the files itself (`arrow_reader.pack_tasks`, path order; the 
 Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSourceScanExec
 (adaptive wrappers are walked through `inputPlan`); `PartitionedFile.urlEncodedPath` is 3.4+,
 `filePath` the older string.
+
+A py4j call costs ~0.1-0.2 ms, and asking each `PartitionedFile` for its path, range and
+partition values took ~2.3 ms per file: 7 s of driver time for a table of 3,000 files. So each
+partition's files come in one round trip, as Spark renders them (`PartitionedFile.toString`:
+"path: <url-encoded path>, range: <start>-<end>, partition values: [<v1>,<v2>]", one per line);
+a partition whose text does not parse into exactly its files is asked file by file, and a
+rendering of partition values that could mean two rows (a value holding a comma, a string
+"null") is read from that file's row.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -40,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FileSplit",
+    "joined_strings",
     "midpoint_row_groups",
     "plan_nodes",
     "spark_partition_values",
@@ -111,18 +122,70 @@ def _split(file: Any) -> FileSplit:
     return FileSplit(_path(file), int(file.start()), int(file.length()), size)
 
 
+# One `PartitionedFile` as Spark renders it (its toString, Spark 3.x-4.x).
+_FILE_TEXT = re.compile(r"path: (.+), range: (\d+)-(\d+), partition values: (.*)")
+
+
+@dataclass(frozen=True)
+class _ScanFile:
+    """One file of one of Spark's partitions: its split, Spark's rendering of its partition
+    values (None: not rendered), and where to ask for its row (the partition's py4j array)."""
+
+    split: FileSplit
+    values_text: str | None
+    files: Any
+    index: int
+
+
+def _partition_files(partition: Any, jvm: Any) -> list[_ScanFile]:
+    """A partition's files in Spark's order: one py4j round trip for all of them when Spark's
+    rendering parses into exactly its files, else one file at a time."""
+    files = partition.files()
+    count = len(files)
+    if count == 0:
+        return []
+    matches = [_FILE_TEXT.fullmatch(line) for line in joined_strings(jvm, files).split("\n")]
+    if len(matches) == count and all(matches):
+        return [
+            _ScanFile(FileSplit(unquote(m[1]), int(m[2]), int(m[3]) - int(m[2])), m[4], files, i)
+            for i, m in enumerate(matches)  # type: ignore[index]
+        ]
+    return [_ScanFile(_split(files[i]), None, files, i) for i in range(count)]
+
+
+def joined_strings(jvm: Any, array: Any) -> str:
+    """A py4j array's elements as strings (their toString) joined by newlines, in one round
+    trip instead of one per element; "" on a JVM without Scala 2.13's `ArraySeq`."""
+    try:
+        return str(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array).mkString("\n"))
+    except Exception:  # noqa: BLE001 - py4j: another Scala
+        return ""
+
+
+def _jvm(df: DataFrame) -> Any:
+    """The py4j view of the driver's JVM that `df` lives in."""
+    return df.sparkSession.sparkContext._jvm
+
+
+def _scan_files(df: DataFrame) -> tuple[list[list[_ScanFile]] | None, str]:
+    """The files of each of Spark's partitions of `df`'s one file scan, or (None, why not)."""
+    scans = plan_nodes(df, _SCAN_CLASS)
+    if len(scans) != 1:
+        return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
+    jvm = _jvm(df)
+    return [_partition_files(p, jvm) for p in scans[0].inputRDD().partitions()], ""
+
+
 def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
     """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
     order, or (None, why not)."""
     try:
-        scans = plan_nodes(df, _SCAN_CLASS)
-        if len(scans) != 1:
-            return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
-        partitions = scans[0].inputRDD().partitions()
-        tasks = tuple(tuple(_split(f) for f in p.files()) for p in partitions)
+        partitions, why = _scan_files(df)
     except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
         return None, f"Spark's file splits could not be read ({type(error).__name__}: {error})"
-    return tasks, ""
+    if partitions is None:
+        return None, why
+    return tuple(tuple(f.split for f in files) for files in partitions), ""
 
 
 # How Spark's row of partition values (an InternalRow, py4j) gives a value of each type.
@@ -145,24 +208,54 @@ def spark_partition_values(
         scans = plan_nodes(df, _SCAN_CLASS)
         if len(scans) != 1:
             return None
-        fields = scans[0].relation().partitionSchema().fields()
-        getters = [_ROW_GETTERS.get(str(f.dataType().simpleString())) for f in fields]
+        types = [
+            str(f.dataType().simpleString()) for f in scans[0].relation().partitionSchema().fields()
+        ]
+        getters = [_ROW_GETTERS.get(t) for t in types]
         if None in getters:
             return None
         found = {}
+        jvm = _jvm(df)
         for partition in scans[0].inputRDD().partitions():
-            for file in partition.files():
-                row = file.partitionValues()
-                found[_file_key(_path(file))] = tuple(
-                    None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
-                    for i, get in enumerate(getters)
-                )
+            for f in _partition_files(partition, jvm):
+                values = None if f.values_text is None else _values_of(f.values_text, types)
+                if values is None:
+                    row = f.files[f.index].partitionValues()
+                    values = tuple(
+                        None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
+                        for i, get in enumerate(getters)
+                    )
+                found[_file_key(f.split.path)] = values
     except Exception:  # noqa: BLE001 - py4j: a Spark whose classes differ
         return None
     keys = [_file_key(f) for f in files]
     if not all(k in found for k in keys):
         return None
     return {f: found[k] for f, k in zip(files, keys, strict=True)}
+
+
+def _values_of(text: str, types: Sequence[str]) -> tuple[object, ...] | None:
+    """A file's partition values from Spark's rendering of its row ("[v1,v2]", a null as
+    "null"), or None when the text could mean more than one row: a value holding a comma, a
+    string "null"."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    fields = text[1:-1].split(",")
+    if len(fields) != len(types):
+        return None
+    values: list[object] = []
+    for field, kind in zip(fields, types, strict=True):
+        if kind == "string":
+            if field == "null":
+                return None
+            values.append(field)
+        elif field == "null":
+            values.append(None)
+        elif re.fullmatch(r"-?[0-9]+", field):
+            values.append(int(field))
+        else:
+            return None
+    return tuple(values)
 
 
 def _start_offset(column: pq.ColumnChunkMetaData) -> int:
@@ -196,13 +289,9 @@ def split_tasks(
     """The arrow reader's tasks for Spark's partitions: one per partition, in order; a file that
     Spark reads whole is one whole-file piece, a split of a larger one its midpoint row groups
     (a split holding none is left out, as Spark's reads no rows from it)."""
+    pieces = Counter(s.path for task in splits for s in task)
     partial = sorted(
-        {
-            s.path
-            for task in splits
-            for s in task
-            if s.file_size is None or s.start != 0 or s.length < s.file_size
-        }
+        {s.path for task in splits for s in task if not _whole_file(s, pieces[s.path])}
     )
     metas = dict(zip(partial, io_map(file_metadata, partial), strict=True))
     tasks = []
@@ -220,6 +309,14 @@ def split_tasks(
                 pieces.append(FilePiece(s.path, groups))
         tasks.append(tuple(pieces))
     return tuple(tasks)
+
+
+def _whole_file(split: FileSplit, pieces: int) -> bool:
+    """Whether Spark reads `split`'s file whole. Without its size (Spark's rendering does not
+    give it), a file in one piece from byte 0: Spark keeps every piece of a file it cuts."""
+    if split.start != 0:
+        return False
+    return pieces == 1 if split.file_size is None else split.length >= split.file_size
 
 
 def _file_key(location: str) -> tuple[str, str, str]:

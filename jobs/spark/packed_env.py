@@ -79,11 +79,12 @@ def native_library() -> Path | None:
 
 
 def env_key(pins: Sequence[str], native: Path | None) -> str:
-    """What the archive depends on: the pins, the interpreter, the C source and its build."""
+    """What the archive depends on: the pins, the interpreter, the C sources and their build."""
     digest = hashlib.sha256()
     for part in (*pins, sys.version, platform.machine(), sys.implementation.cache_tag):
         digest.update(part.encode() + b"\0")
-    digest.update((REPO_ROOT / "kafkalog_core" / "_native.c").read_bytes())
+    for source in sorted((REPO_ROOT / "kafkalog_core").glob("_native*.[ch]")):
+        digest.update(source.read_bytes())
     digest.update(native.read_bytes() if native is not None else b"no native build")
     return digest.hexdigest()[:16]
 

@@ -28,8 +28,10 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
 
 import cramjam
 import lz4.block
@@ -58,10 +60,12 @@ __all__ = [
     "ZSTD_DEFAULT_LEVEL",
     "ZSTD_MAX_LEVEL",
     "ZSTD_MIN_LEVEL",
+    "FusedCodec",
     "compress",
     "decompress",
     "decompress_lz4_legacy_v0",
     "default_level",
+    "fused_codec",
     "lz4_header_checksum",
     "validate_level",
     "xxh32",
@@ -365,22 +369,46 @@ def _snappy_decompress(data: Buffer) -> bytes:
 
 
 # --- lz4 ----------------------------------------------------------------------------------------
+def _lz4_block_compressor(level: int) -> Callable[[Buffer], Buffer]:
+    """One lz4 block (no size prefix) at a Kafka level: exactly 9 is lz4's fast compressor (lz4-
+    java's), any other level HC at min(level, the library's max), as Lz4BlockOutputStream."""
+    if level == LZ4_DEFAULT_LEVEL:
+        return partial(cramjam.lz4.compress_block, store_size=False)
+    # cramjam's block compressor has no HC mode (it ignores `mode`), python-lz4's has
+    return partial(
+        lz4.block.compress,
+        store_size=False,
+        mode="high_compression",
+        compression=min(level, _LZ4_HC_LIB_MAX_LEVEL),
+    )
+
+
+def _lz4_block_compress_into(level: int) -> Callable[[memoryview, memoryview], int]:
+    """`_lz4_block_compressor(level)` writing into a caller's buffer, for the fused encoder."""
+    if level == LZ4_DEFAULT_LEVEL:
+        return partial(cramjam.lz4.compress_block_into, store_size=False)
+    return partial(_compress_then_copy, _lz4_block_compressor(level))
+
+
+def _compress_then_copy(compress_block: Callable[[Buffer], Buffer], src: Any, dst: Any) -> int:
+    block = compress_block(src)
+    dst[: len(block)] = block
+    return len(block)
+
+
 def _lz4_compress_many(
     view: memoryview, regions: Iterable[tuple[int, int]], level: int
 ) -> list[bytes]:
     """Kafka's lz4 frame (KafkaLZ4BlockOutputStream) of each region: descriptor, 64 KiB blocks
     (stored raw when they do not shrink), end mark."""
-    if level == LZ4_DEFAULT_LEVEL:
-        kwargs: dict = {"mode": "default"}
-    else:
-        kwargs = {"mode": "high_compression", "compression": min(level, _LZ4_HC_LIB_MAX_LEVEL)}
-    compress_block, pack, raw_flag = lz4.block.compress, _UINT32_LE.pack, _LZ4_BLOCK_UNCOMPRESSED
+    compress_block = _lz4_block_compressor(level)
+    pack, raw_flag = _UINT32_LE.pack, _LZ4_BLOCK_UNCOMPRESSED
     out = []
     for a, b in regions:
         parts: list[Buffer] = [LZ4_FRAME_DESCRIPTOR]
         for start in range(a, b, LZ4_BLOCK_SIZE):
             chunk = view[start : min(b, start + LZ4_BLOCK_SIZE)]
-            block = compress_block(chunk, store_size=False, **kwargs)
+            block = compress_block(chunk)
             if len(block) >= len(chunk):  # Lz4BlockOutputStream stores incompressible blocks raw
                 parts += (pack(len(chunk) | raw_flag), chunk)
             else:
@@ -448,6 +476,55 @@ def _lz4_decompress(data: Buffer, *, verify_header_checksum: bool) -> bytes:
         except Exception as e:  # lz4.block.LZ4BlockError
             raise CorruptRecordError(f"lz4: corrupt block at byte {pos - size - 4} ({e})") from None
     return b"".join(out)
+
+
+# --- fused encode (kafkalog_core._native.write_compressed_batches) ------------------------------
+FRAMING_LZ4: Final = 1  # the C writer's framing kinds (_native_compressed.c)
+FRAMING_SNAPPY: Final = 2
+
+
+@dataclass(frozen=True)
+class FusedCodec:
+    """A codec whose library compresses into the caller's buffer, with its framing, for the C
+    writer that compresses each batch's records straight behind its header."""
+
+    framing: tuple[int, bytes, bytes]  # (kind, bytes before the blocks, bytes after them)
+    block_size: int  # input bytes per block
+    compress_into: Callable[[memoryview, memoryview], int]  # (src, dst) -> bytes written
+    block_slack: int  # a block's worst case: n + n // block_divisor + block_slack
+    block_divisor: int
+
+    def bound(self, region_sizes: Any) -> Any:
+        """The most bytes each region's framed stream can take (numpy int64 in and out)."""
+        blocks = -(-region_sizes // self.block_size)
+        fixed = len(self.framing[1]) + len(self.framing[2])
+        slack = 4 + self.block_slack  # the length word and the codec's own worst case
+        return region_sizes + region_sizes // self.block_divisor + blocks * slack + fixed
+
+
+def fused_codec(codec: Compression, level: int | None = None) -> FusedCodec | None:
+    """The fused encoder's parameters for lz4 and snappy; None for the other codecs."""
+    codec = Compression(codec)
+    if codec is Compression.LZ4:
+        level = validate_level(codec, level)
+        # LZ4_compressBound: n + n / 255 + 16
+        return FusedCodec(
+            (FRAMING_LZ4, LZ4_FRAME_DESCRIPTOR, LZ4_FRAME_END_MARK),
+            LZ4_BLOCK_SIZE,
+            _lz4_block_compress_into(level),  # type: ignore[arg-type]
+            16,
+            255,
+        )
+    if codec is Compression.SNAPPY:
+        # snappy::MaxCompressedLength: 32 + n + n / 6
+        return FusedCodec(
+            (FRAMING_SNAPPY, SNAPPY_XERIAL_HEADER, b""),
+            SNAPPY_BLOCK_SIZE,
+            cramjam.snappy.compress_raw_into,
+            32,
+            6,
+        )
+    return None
 
 
 # --- zstd ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kafkalog_core.record.batch import (
     RECORD_BATCH_OVERHEAD,
     Compression,
 )
+from kafkalog_core.record.compression import FusedCodec, fused_codec
 from kafkalog_core.record.encoder.columns import binary_lengths
 from kafkalog_core.record.encoder.framing import (
     batch_header_rows,
@@ -87,12 +88,22 @@ def encode_native(
             loops, columns, timestamps, context, options, base_offset, *chunks
         )
         return
+    fused = None
+    if not uncompressed and hasattr(loops, "write_compressed_batches"):
+        fused = fused_codec(options.compression, options.compression_level)
+    bodies = None  # each record's size from the plan, for the fused write (int32: see below)
     if increasing:
         starts = np.empty(n, dtype=np.int64)
         region_sizes = np.empty(n, dtype=np.int64)
+        if (
+            fused is not None
+            and options.max_message_bytes <= INT32_MAX
+            and _batches_fit(loops, columns, n, suffix_sizes, options)
+        ):
+            bodies = np.empty(n, dtype=np.int32)
         count, _ = loops.plan_batches(
             starts, region_sizes, timestamps, context, *columns, *split_parameters(options), 0,
-            2**63 - 1,
+            2**63 - 1, bodies,
         )  # fmt: skip
         starts, region_sizes = starts[:count], region_sizes[:count]
     else:
@@ -107,6 +118,12 @@ def encode_native(
     header_rows, max_timestamps = batch_header_rows(
         options, base_offset, starts, counts, timestamps
     )
+    if fused is not None:
+        yield _write_fused(
+            loops, columns, fused, header_rows, starts, counts, region_sizes, bodies,
+            max_timestamps, timestamps, base_offset, options,
+        )  # fmt: skip
+        return
     if not uncompressed:
         data = np.empty(int(region_sizes.sum()), dtype=np.uint8)
         loops.write_batches(data, None, starts, timestamps, *columns)
@@ -127,6 +144,38 @@ def encode_native(
         loops, columns, header_rows, starts, counts, sizes, max_timestamps, timestamps,
         base_offset, *chunks,
     )  # fmt: skip
+
+
+def _write_fused(
+    loops: Any,
+    columns: tuple[NativeColumn, NativeColumn, NativeColumn | None],
+    fused: FusedCodec,
+    header_rows: np.ndarray,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    region_sizes: np.ndarray,
+    bodies: np.ndarray | None,
+    max_timestamps: np.ndarray,
+    timestamps: np.ndarray,
+    base_offset: int,
+    options: BatchOptions,
+) -> EncodedBatches:
+    """Compressed batches (lz4, snappy) written by C in one pass: each batch's records go to a
+    cache-sized scratch buffer and the codec writes its blocks straight behind the header.
+    `out` is sized for the worst case; np.empty touches no pages of it that stay unused.
+    `bodies`: the record sizes plan_batches found, or None (they are computed again); int32
+    only when no batch can exceed max.message.bytes, so no record's size can overflow one."""
+    bound = int((fused.bound(region_sizes) + RECORD_BATCH_OVERHEAD).sum())
+    out = np.empty(bound, dtype=np.uint8)
+    sizes = np.empty(starts.shape[0], dtype=np.int64)
+    written = loops.write_compressed_batches(
+        out, header_rows, starts, timestamps, *columns, bodies, sizes, fused.framing,
+        fused.block_size, fused.compress_into,
+    )  # fmt: skip
+    check_batch_sizes(sizes, starts, base_offset, options.max_message_bytes)
+    return finish_batches(
+        out[:written], sizes, starts, counts, max_timestamps, base_offset, crcs=False
+    )
 
 
 def _rows(

@@ -1,0 +1,72 @@
+/*
+ * What the two source files of kafkalog_core._native share: the encoder's view of the records
+ * (`_native.c`) and the fused compressed writer (`_native_compressed.c`), which writes each
+ * batch's records with `write_records` and checksums it with `crc32c_one`.
+ */
+#ifndef KAFKALOG_NATIVE_H
+#define KAFKALOG_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BATCH_HEADER_BYTES 61
+#define CRC_FIELD 17      /* crc: uint32 big-endian at byte 17 of a batch */
+#define CRC_COVERS_FROM 21 /* CRC-32C covers attributes .. end of batch */
+#define LENGTH_FIELD 8     /* length: int32 big-endian at byte 8, the batch size - 12 */
+#define LOG_OVERHEAD 12    /* baseOffset + length: the bytes the length field does not count */
+
+/* A binary column as Arrow holds it: offsets (int32 or int64, already sliced to the column's
+ * rows: n + 1 entries), the validity bitmap (or none) with the column's bit offset, and the
+ * data buffer. From Python: a tuple (offsets, validity or None, bit_offset, data or None);
+ * None for the headers column when no record has headers. */
+typedef struct {
+    Py_buffer offsets, validity, data;
+    int present, have_validity, have_data, wide;
+    Py_ssize_t bit_offset;
+} column_t;
+
+/* What the hot loops read of a column, held in locals: stores through the output's uint8_t
+ * pointer may alias any memory, so fields read through a struct pointer would be reloaded
+ * after every byte written; a local copy stays in registers. */
+typedef struct {
+    const int32_t *o32; /* exactly one of o32 / o64 is set */
+    const int64_t *o64;
+    const uint8_t *validity; /* NULL: no nulls */
+    Py_ssize_t bit_offset;
+    const uint8_t *data;
+    int64_t data_len;
+} colview_t;
+
+typedef struct {
+    Py_ssize_t n, batches;
+    const int64_t *starts, *timestamps;
+    column_t key, value, suffix; /* suffix not present when no record has headers */
+} records_t;
+
+/* The hot loops' local copy of a records_t. */
+typedef struct {
+    colview_t key, value, suffix;
+    int has_suffix;
+    const int64_t *timestamps;
+} recview_t;
+
+uint32_t crc32c_one(const uint8_t *p, size_t n);
+void put_be32(uint8_t *p, uint32_t v);
+recview_t recview_of(const records_t *r);
+int64_t region_size(const recview_t *r, Py_ssize_t start, Py_ssize_t end);
+Py_ssize_t batch_end(const records_t *r, Py_ssize_t b);
+void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
+int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
+                  PyObject *suffix, records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
+int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name);
+extern const char records_too_small[]; /* write_records' why when `room` is short */
+uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
+                       int64_t room, const int32_t *bodies, const char **why);
+
+/* _native_compressed.c */
+extern const char write_compressed_batches_doc[];
+PyObject *write_compressed_batches(PyObject *self, PyObject *args);
+
+#endif
