@@ -573,6 +573,30 @@ static inline uint8_t *put_bytes(uint8_t *p, const colview_t *c, Py_ssize_t i, i
     return p + len;
 }
 
+int get_bodies(PyObject *obj, Py_ssize_t n, Py_buffer *view, const int32_t **bodies) {
+    *bodies = NULL;
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
+    if (view->len < n * 4) {
+        PyErr_SetString(PyExc_ValueError, "bodies: expected an int32 per record");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *bodies = (const int32_t *)view->buf;
+    return 0;
+}
+
+int get_headers(PyObject *obj, Py_ssize_t batches, Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
+    if (view->len != batches * BATCH_HEADER_BYTES) {
+        PyErr_Format(PyExc_ValueError, "headers: expected %zd bytes, got %zd",
+                     batches * BATCH_HEADER_BYTES, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 const char records_too_small[] = "output buffer too small for the records";
 
 /* Write the records [start, end) of one batch at p (at most `room` bytes). Returns the end,
@@ -640,18 +664,9 @@ static PyObject *write_batches(PyObject *self, PyObject *args) {
     if (parse_records(starts, timestamps, key, value, suffix, &r, &starts_view, &ts_view) < 0)
         return NULL;
     const int32_t *bodies = NULL;
-    if (bodies_obj != Py_None) {
-        if (PyObject_GetBuffer(bodies_obj, &bodies_view, PyBUF_SIMPLE) < 0) {
-            release_records(&r, &starts_view, &ts_view);
-            return NULL;
-        }
-        if (bodies_view.len < r.n * 4) {
-            PyErr_SetString(PyExc_ValueError, "bodies: expected an int32 per record");
-            PyBuffer_Release(&bodies_view);
-            release_records(&r, &starts_view, &ts_view);
-            return NULL;
-        }
-        bodies = (const int32_t *)bodies_view.buf;
+    if (get_bodies(bodies_obj, r.n, &bodies_view, &bodies) < 0) {
+        release_records(&r, &starts_view, &ts_view);
+        return NULL;
     }
     if (PyObject_GetBuffer(out, &out_view, PyBUF_WRITABLE) < 0) {
         if (bodies != NULL) PyBuffer_Release(&bodies_view);
@@ -659,15 +674,7 @@ static PyObject *write_batches(PyObject *self, PyObject *args) {
         return NULL;
     }
     int with_headers = headers != Py_None;
-    if (with_headers) {
-        if (PyObject_GetBuffer(headers, &header_view, PyBUF_SIMPLE) < 0) goto fail_out;
-        if (header_view.len != r.batches * BATCH_HEADER_BYTES) {
-            PyErr_Format(PyExc_ValueError, "headers: expected %zd bytes, got %zd",
-                         r.batches * BATCH_HEADER_BYTES, header_view.len);
-            PyBuffer_Release(&header_view);
-            goto fail_out;
-        }
-    }
+    if (with_headers && get_headers(headers, r.batches, &header_view) < 0) goto fail_out;
     uint8_t *base = (uint8_t *)out_view.buf, *p = base, *end = base + out_view.len;
     const char *why = NULL;
     recview_t v = recview_of(&r);

@@ -61,6 +61,10 @@ void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
 int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
                   PyObject *suffix, records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
 int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name);
+/* The optional int32 record sizes (None: *bodies NULL, no buffer held) and the batch headers
+ * (BATCH_HEADER_BYTES per batch) of the write functions, checked; -1 with an exception. */
+int get_bodies(PyObject *obj, Py_ssize_t n, Py_buffer *view, const int32_t **bodies);
+int get_headers(PyObject *obj, Py_ssize_t batches, Py_buffer *view);
 extern const char records_too_small[]; /* write_records' why when `room` is short */
 uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
                        int64_t room, const int32_t *bodies, const char **why);

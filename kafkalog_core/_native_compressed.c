@@ -50,9 +50,7 @@ static Py_ssize_t call_codec(PyObject *compress_into, uint8_t *src, Py_ssize_t n
     if (result != NULL) {
         written = PyLong_AsSsize_t(result);
         Py_DECREF(result);
-        if (written == -1 && PyErr_Occurred()) {
-            written = -1;
-        } else if (written < 0 || written > room) {
+        if ((written < 0 || written > room) && !PyErr_Occurred()) {
             PyErr_Format(PyExc_ValueError, "compress_into returned %zd for a %zd-byte buffer",
                          written, room);
             written = -1;
@@ -143,24 +141,12 @@ PyObject *write_compressed_batches(PyObject *self, PyObject *args) {
         goto done;
     have_records = 1;
     const int32_t *bodies = NULL;
-    if (bodies_obj != Py_None) {
-        if (PyObject_GetBuffer(bodies_obj, &bodies_view, PyBUF_SIMPLE) < 0) goto done;
-        have_bodies = 1;
-        if (bodies_view.len < r.n * 4) {
-            PyErr_SetString(PyExc_ValueError, "bodies: expected an int32 per record");
-            goto done;
-        }
-        bodies = (const int32_t *)bodies_view.buf;
-    }
+    if (get_bodies(bodies_obj, r.n, &bodies_view, &bodies) < 0) goto done;
+    have_bodies = bodies != NULL;
     if (get_array(sizes_obj, &sizes_view, r.batches, 1, "sizes_out") < 0) goto done;
     have_sizes = 1;
-    if (PyObject_GetBuffer(headers, &header_view, PyBUF_SIMPLE) < 0) goto done;
+    if (get_headers(headers, r.batches, &header_view) < 0) goto done;
     have_headers = 1;
-    if (header_view.len != r.batches * BATCH_HEADER_BYTES) {
-        PyErr_Format(PyExc_ValueError, "headers: expected %zd bytes, got %zd",
-                     r.batches * BATCH_HEADER_BYTES, header_view.len);
-        goto done;
-    }
     if (PyObject_GetBuffer(out, &out_view, PyBUF_WRITABLE) < 0) goto done;
     have_out = 1;
     uint8_t *base = (uint8_t *)out_view.buf, *p = base, *end = base + out_view.len;

@@ -167,13 +167,25 @@ def _jvm(df: DataFrame) -> Any:
     return df.sparkSession.sparkContext._jvm
 
 
-def _scan_files(df: DataFrame) -> tuple[list[list[_ScanFile]] | None, str]:
-    """The files of each of Spark's partitions of `df`'s one file scan, or (None, why not)."""
+def _one_scan(df: DataFrame) -> tuple[Any, str]:
+    """The one file scan of Spark's plan of `df` (a py4j object), or (None, why not)."""
     scans = plan_nodes(df, _SCAN_CLASS)
     if len(scans) != 1:
         return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
-    jvm = _jvm(df)
-    return [_partition_files(p, jvm) for p in scans[0].inputRDD().partitions()], ""
+    return scans[0], ""
+
+
+def _scan_files(df: DataFrame) -> tuple[list[list[_ScanFile]] | None, str]:
+    """The files of each of Spark's partitions of `df`'s one file scan, or (None, why not)."""
+    scan, why = _one_scan(df)
+    if scan is None:
+        return None, why
+    return _files_of(scan, _jvm(df)), ""
+
+
+def _files_of(scan: Any, jvm: Any) -> list[list[_ScanFile]]:
+    """The files of each of a file scan's partitions (py4j), in Spark's order."""
+    return [_partition_files(p, jvm) for p in scan.inputRDD().partitions()]
 
 
 def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
@@ -205,19 +217,18 @@ def spark_partition_values(
     (a table's from the catalog, where it tracks the partitions, not from the paths), or None
     when the plan does not say: not one file scan, a file not in it, a type not read here."""
     try:
-        scans = plan_nodes(df, _SCAN_CLASS)
-        if len(scans) != 1:
+        scan, _ = _one_scan(df)
+        if scan is None:
             return None
         types = [
-            str(f.dataType().simpleString()) for f in scans[0].relation().partitionSchema().fields()
+            str(f.dataType().simpleString()) for f in scan.relation().partitionSchema().fields()
         ]
         getters = [_ROW_GETTERS.get(t) for t in types]
         if None in getters:
             return None
         found = {}
-        jvm = _jvm(df)
-        for partition in scans[0].inputRDD().partitions():
-            for f in _partition_files(partition, jvm):
+        for partition in _files_of(scan, _jvm(df)):
+            for f in partition:
                 values = None if f.values_text is None else _values_of(f.values_text, types)
                 if values is None:
                     row = f.files[f.index].partitionValues()

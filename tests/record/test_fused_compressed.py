@@ -206,19 +206,19 @@ def test_fused_without_plan_sizes_when_a_batch_could_be_too_large(monkeypatch):
     _assert_same(fused, fallback)
 
 
-def _direct_call(out, compress_into=None, sizes=None):
+def _direct_call(out, compress_into=None, sizes=None, headers=None, bodies=None):
     """write_compressed_batches on two one-record batches, lz4 framing."""
     table = _table(2)
     columns = [kafkalog_native.column(table.column(c).combine_chunks()) for c in ("key", "value")]
     fused = fused_codec(Compression.LZ4)
     return native.write_compressed_batches(
         out,
-        np.zeros(2 * RECORD_BATCH_OVERHEAD, np.uint8),
+        np.zeros(2 * RECORD_BATCH_OVERHEAD, np.uint8) if headers is None else headers,
         np.array([0, 1], np.int64),
         np.array([5, 6], np.int64),
         *columns,
         None,
-        None,
+        bodies,
         np.zeros(2, np.int64) if sizes is None else sizes,
         fused.framing,
         fused.block_size,
@@ -247,3 +247,29 @@ def test_write_compressed_batches_refuses_a_short_buffer_and_bad_codecs():
             _direct_call(
                 np.zeros(1000, np.uint8), lambda src, dst, k=keep: held.append(k(src, dst)) or 0
             )
+
+
+def test_both_c_writers_check_headers_and_record_sizes_alike():
+    """write_batches and write_compressed_batches share one check of the batch headers (61
+    bytes per batch) and of the plan's record sizes (an int32 per record)."""
+    table = _table(2)
+    columns = [kafkalog_native.column(table.column(c).combine_chunks()) for c in ("key", "value")]
+    starts, timestamps = np.array([0, 1], np.int64), np.array([5, 6], np.int64)
+    short_headers = np.zeros(2 * RECORD_BATCH_OVERHEAD - 1, np.uint8)
+    short_bodies = np.zeros(1, np.int32)
+    out = np.zeros(1000, np.uint8)
+    with pytest.raises(ValueError, match="headers: expected 122 bytes, got 121"):
+        _direct_call(out, headers=short_headers)
+    with pytest.raises(ValueError, match="headers: expected 122 bytes, got 121"):
+        native.write_batches(out, short_headers, starts, timestamps, *columns, None)
+    with pytest.raises(ValueError, match="bodies: expected an int32 per record"):
+        _direct_call(out, bodies=short_bodies)
+    with pytest.raises(ValueError, match="bodies: expected an int32 per record"):
+        native.write_batches(out, None, starts, timestamps, *columns, None, short_bodies)
+
+
+def test_write_compressed_batches_refuses_a_negative_count_and_passes_a_codecs_type_error():
+    with pytest.raises(ValueError, match="compress_into returned -5"):
+        _direct_call(np.zeros(1000, np.uint8), lambda src, dst: -5)
+    with pytest.raises(TypeError):
+        _direct_call(np.zeros(1000, np.uint8), lambda src, dst: "four")
