@@ -61,3 +61,11 @@ class CorruptCheckpointError(KafkaLogError):
 
 class LogDirError(KafkaLogError):
     """A log dir layout problem: unparsable partition directory, duplicate partition, lock held."""
+
+
+class SchemaError(KafkaLogError):
+    """A value schema (Avro, Protobuf, JSON Schema) that does not parse or does not fit the data."""
+
+
+class RegistryError(KafkaLogError):
+    """A Schema Registry that cannot be reached or refuses a lookup or registration."""
