@@ -19,7 +19,7 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
   rows read by Spark and shipped to Python with mapInArrow), `range` (Spark's range partitioning
   + sort) and `range-arrow` (the range mode with the arrow reader: sorted runs exchanged through
-  the run's staging instead of Spark's shuffle, `jobs.ingestion.arrow_range`). This includes everything a real run does: mapping + per-row checks, the one write
+  the run's staging instead of Spark's shuffle, `jobs.ingestion.tasks.arrow_range`). This includes everything a real run does: mapping + per-row checks, the one write
   pass (encode, PartitionLog, fsync, CRC-32C manifests; no mode counts rows first), the
   driver's placing of the shares staged provisionally (the `place` lap), the relayout of
   partitions staged in several shares (one Spark task each: the shares laid out as one writer)
@@ -206,7 +206,7 @@ def timed_ingest(
     spark, src: Path, root: Path, run_id: str, tasks: int | None, mode: str, codec: str
 ):
     from jobs import ingest
-    from jobs.ingestion.config import IngestConfig
+    from jobs.ingestion.config.ingest_config import IngestConfig
 
     remove_logs(root)
     config = IngestConfig.from_dict(ingest_config(src, root, mode, codec))
@@ -433,9 +433,9 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
     """What an ingest stage does, from its shape (callsite line numbers move with edits)."""
     if "ingest" not in group:
         return "read + write parquet" if s["tasks"] > 1 else "file listing / schema"
-    if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout.py (its callsite)
+    if "relayout" in s["name"]:  # the RDD job of jobs/ingestion/relayout/shares.py (its callsite)
         return "relayout: shares as one writer"
-    if "arrow_range" in s["name"]:  # jobs/ingestion/arrow_range.py: two jobs, in this order
+    if "arrow_range" in s["name"]:  # jobs/ingestion/tasks/arrow_range.py: two jobs, in this order
         seen = cache_reads.setdefault(f"{group}:arrow_range", 0)
         cache_reads[f"{group}:arrow_range"] = seen + 1
         return "exchange: read+map+sort runs" if seen % 2 == 0 else "write pass: runs->ranges"
@@ -445,7 +445,7 @@ def _label(s: dict, group: str, cache_reads: dict[str, int]) -> str:
         if s["topy"] > 0:
             return "write pass: read+map+write(py)"
         return "file listing / schema"
-    if "range_bounds" in s["name"]:  # jobs/ingestion/range_bounds.py: a sample mapped, sorted
+    if "range_bounds" in s["name"]:  # jobs/ingestion/ranges/bounds.py: a sample mapped, sorted
         return "bounds: read+sample+map(py)" if s["tasks"] > 1 else "bounds: sort the sample"
     if s["shw"] > 0 and s["topy"] == 0 and s["shr"] == 0:  # before the bounds: count(*)
         return "bounds: count source rows"
@@ -478,20 +478,13 @@ def _num(v) -> float:
 
 def task_profile(src: Path, rows: int, out: Path, batch_rows: int = 10_000) -> None:
     """Run the ingest's task functions on Arrow data of the benchmark rows, as Spark would."""
-    from jobs.ingestion.arrow_mapping import map_batch
-    from jobs.ingestion.commit import (
-        finalize_task_staging,  # noqa: F401  (profiled by name)
-        place_ranges,
-    )
-    from jobs.ingestion.config import IngestConfig
-    from jobs.ingestion.mapping import ORDER_COLUMN, _map_all, mapping_rules  # noqa: F401
-    from jobs.ingestion.planner import OnePassPlan
-    from jobs.ingestion.writer import (
-        DEFAULT_BATCH_BYTES,
-        WriterSettings,
-        write_task,
-    )
-    from kafkalog_core.log.partition_log import batch_options_for
+    from jobs.ingestion.commit.place import place_ranges
+    from jobs.ingestion.config.ingest_config import IngestConfig
+    from jobs.ingestion.mapping.arrow_mapping import map_batch
+    from jobs.ingestion.mapping.rules import ORDER_COLUMN, mapping_rules
+    from jobs.ingestion.tasks.planner import OnePassPlan
+    from jobs.ingestion.tasks.writer import DEFAULT_BATCH_BYTES, WriterSettings, write_task
+    from kafkalog_core.log.partition.append import batch_options_for
 
     table = pq.read_table(src).slice(0, rows)
     n = table.num_rows

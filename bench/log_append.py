@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.workload import make_table  # noqa: E402
 from kafkalog_core.config import LogConfig  # noqa: E402
-from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.record.encoder import encode_records  # noqa: E402
 
 CONFIG = LogConfig.from_dict({"segment.bytes": str(64 << 20)})

@@ -35,8 +35,8 @@ from bench.log_append import CONFIG  # noqa: E402
 from bench.workload import make_table  # noqa: E402
 from kafkalog_core.log.checkpoints import LeaderEpochCache  # noqa: E402
 from kafkalog_core.log.names import offset_from_file_name, segment_log_files  # noqa: E402
-from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
-from kafkalog_core.log.segment import LogSegment  # noqa: E402
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.log.segment.log_segment import LogSegment
 
 RECORD_BYTES = 126  # on-disk bytes per record of workload W (16 KiB batches), measured
 

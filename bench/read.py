@@ -48,9 +48,9 @@ sys.path.insert(0, str(REPO))
 
 from bench.ingest import du, settle, start_session  # noqa: E402
 from bench.workload import make_table  # noqa: E402
-from jobs.ingestion.writer import DEFAULT_BATCH_BYTES  # noqa: E402
+from jobs.ingestion.tasks.writer import DEFAULT_BATCH_BYTES  # noqa: E402
 from kafkalog_core.config import LogConfig  # noqa: E402
-from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
+from kafkalog_core.log.partition.partition_log import PartitionLog  # noqa: E402
 
 TOPIC = "bench"
 

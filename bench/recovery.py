@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.log_append import CONFIG  # noqa: E402
 from bench.workload import make_table  # noqa: E402
 from kafkalog_core.log.checkpoints import LeaderEpochCache  # noqa: E402
-from kafkalog_core.log.partition_log import PartitionLog  # noqa: E402
-from kafkalog_core.log.segment import LogSegment  # noqa: E402
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.log.segment.log_segment import LogSegment
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Benchmark: where one relayout task's time goes (jobs/ingestion/relayout.py), no Spark.
+"""Benchmark: where one relayout task's time goes (jobs/ingestion/relayout/shares.py), no Spark.
 
 Not a test. Run from the repo root:
 
@@ -33,15 +33,16 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jobs.ingestion.commit.staging as staging  # noqa: E402
-import jobs.ingestion.relayout as relayout_mod  # noqa: E402
-import jobs.ingestion.writer as writer_mod  # noqa: E402
-from jobs.ingestion.commit import place_ranges  # noqa: E402
-from jobs.ingestion.planner import OnePassPlan  # noqa: E402
-from jobs.ingestion.relayout import plan_relayout, relayout_partition  # noqa: E402
-from jobs.ingestion.writer import WriterSettings, write_task_direct  # noqa: E402
+import jobs.ingestion.relayout.shares as relayout_mod  # noqa: E402
+import jobs.ingestion.staging.task_staging as staging  # noqa: E402
+import jobs.ingestion.tasks.writer as writer_mod  # noqa: E402
+from jobs.ingestion.commit.place import place_ranges
+from jobs.ingestion.relayout.shares import plan_relayout, relayout_partition
+from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.writer import WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig  # noqa: E402
-from kafkalog_core.log.partition_log import PartitionLog, batch_options_for  # noqa: E402
+from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.log.partition.partition_log import PartitionLog
 
 TOPIC = "t"
 VALUE_BYTES = 100

@@ -62,8 +62,8 @@ from kafkalog_core.log.checkpoints import (
     read_high_watermarks,
     read_log_start_checkpoint,
 )
-from kafkalog_core.log.cleaner_audit import partition_cleaning_state, verdict
-from kafkalog_core.log.cleaner_facts import RecordCounts
+from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state, verdict
+from kafkalog_core.maintenance.cleaner_facts import RecordCounts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.meta import meta_root
+from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.errors import KafkaLogError
 
 if TYPE_CHECKING:
@@ -339,7 +339,7 @@ def run_demo(
 ) -> DemoResult:
     """Build the source tables, ingest both topics into `output`, show what was written."""
     from jobs import ingest
-    from jobs.ingestion.config import IngestConfig
+    from jobs.ingestion.config.ingest_config import IngestConfig
 
     output = Path(output).absolute()
     started = time.monotonic()

@@ -7,7 +7,7 @@ From a notebook or an Airflow PythonOperator: `jobs.ingest.run(spark, config)`.
 How a run goes (every step before "publish" touches only the run's staging area):
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
    stale staging. A run id (or a Delta source version) already committed is a no-op.
-2. Read the source, map columns to records (`jobs.ingestion.mapping`), validated per row (the
+2. Read the source, map columns to records (`jobs.ingestion.mapping.spark_mapping`), validated per row (the
    direct mode without a reject path: stage 1 in Spark, partitioning and checks in the write
    tasks, `arrow_mapping.checked_records`).
 3. Pick the write mode (`write_mode_choice`; the summary says which and why). `range`:
@@ -21,14 +21,14 @@ How a run goes (every step before "publish" touches only the run's staging area)
    the log end offset (continuing the published last segment); a share that may continue an
    earlier task's is staged as its rows (`record_share`), not encoded. range: a task's first
    partition may continue earlier tasks' ranges; direct: every partition of a task after the
-   first may. With the arrow task reader (`jobs.ingestion.arrow_reader`: Parquet paths and
+   first may. With the arrow task reader (`jobs.ingestion.source.arrow_reader`: Parquet paths and
    tables, delta-rs files, local or on a store pyarrow opens, plain-column mappings) the tasks
    read the files themselves with pyarrow, as Spark's own splits (`arrow_splits`); in the range
    mode with a plain-column ordering they sort runs into the run's staging instead of Spark's
    shuffle and the write tasks read their ranges from them (`arrow_range`).
 5. The driver gives the staged shares their offsets in task order (`commit.place_ranges`).
    A partition staged in several shares (splits, tasks) is encoded as one writer encodes it
-   (`jobs.ingestion.relayout`: the first share's last batch is cut and its rows, then every
+   (`jobs.ingestion.relayout.shares`: the first share's last batch is cut and its rows, then every
    record share's, go through the single writer's encoder; at most one Spark task per core), so
    its batches, bytes and segment count do not depend on the split or task count.
 6. The driver checks the ranges chain and publishes atomically (`jobs.ingestion.commit`);
@@ -46,40 +46,41 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.arrow_mapping import checked_records
-from jobs.ingestion.arrow_range import ArrowRangePlan, plan_arrow_range, write_range_with_arrow
-from jobs.ingestion.arrow_reader import ArrowReadPlan, plan_arrow_read, write_with_arrow
-from jobs.ingestion.arrow_sources import source_files
-from jobs.ingestion.arrow_splits import spark_tasks
-from jobs.ingestion.commit import (
-    PublishResult,
-    RunInfo,
-    TaskManifest,
-    default_run_id,
-    plan_publish,
-    publish,
-    run_start_ms,
-    scan_existing_state,
-)
+from jobs.ingestion.commit.plan import RunInfo, plan_publish
+from jobs.ingestion.commit.publish import PublishResult, default_run_id, publish
 from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
-from jobs.ingestion.config import IngestConfig, build_arg_parser, config_from_args
-from jobs.ingestion.history import IngestHistory, format_summary
-from jobs.ingestion.mapping import (
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.commit.topic_ids import check_topic_ids, resolve_topic_ids
+from jobs.ingestion.config.ingest_config import IngestConfig, build_arg_parser, config_from_args
+from jobs.ingestion.mapping.arrow_mapping import checked_records
+from jobs.ingestion.mapping.rules import (
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     RECORD_COLUMNS,
     MappingRules,
+    mapping_rules,
+)
+from jobs.ingestion.mapping.spark_mapping import (
     invalid_record_error,
     map_records,
     map_records_with_rejects,
-    mapping_rules,
     prepare_records,
 )
-from jobs.ingestion.planner import OnePassPlan
-from jobs.ingestion.range_bounds import task_routing
-from jobs.ingestion.relayout import relayout, spark_runner
-from jobs.ingestion.topic_ids import check_topic_ids, resolve_topic_ids
-from jobs.ingestion.writer import (
+from jobs.ingestion.ranges.bounds import task_routing
+from jobs.ingestion.relayout.shares import relayout, spark_runner
+from jobs.ingestion.run.history import IngestHistory, format_summary
+from jobs.ingestion.source.arrow_reader import ArrowReadPlan, plan_arrow_read
+from jobs.ingestion.source.splits import spark_tasks
+from jobs.ingestion.source.table_files import source_files
+from jobs.ingestion.staging.task_staging import TaskManifest, run_start_ms
+from jobs.ingestion.tasks.arrow_range import (
+    ArrowRangePlan,
+    plan_arrow_range,
+    write_range_with_arrow,
+)
+from jobs.ingestion.tasks.arrow_tasks import write_with_arrow
+from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.writer import (
     DEFAULT_BATCH_BYTES,
     PerTopic,
     WriterSettings,
@@ -91,7 +92,7 @@ from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import ConfigError, KafkaLogError
-from kafkalog_core.log.partition_log import batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,7 +103,7 @@ _MANIFEST_SCHEMA = "manifest string"
 
 # write_mode auto picks `direct` only up to this many partitions: a direct task keeps one open
 # log per partition. (No split count limit: the relayout lays a partition's shares out as one
-# writer, so its segment count follows its bytes, not the splits; see jobs.ingestion.relayout.)
+# writer, so its segment count follows its bytes, not the splits; see jobs.ingestion.relayout.shares.)
 DIRECT_MAX_PARTITIONS = 256
 
 

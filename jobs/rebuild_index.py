@@ -47,8 +47,8 @@ from jobs.maintenance.common import (
 )
 from jobs.maintenance.report import write_report
 from kafkalog_core.log.names import QUARANTINE_FILE_SUFFIX, check_quarantine_suffix
-from kafkalog_core.log.rebuild import rebuild_partition
-from kafkalog_core.log.verify import verify_partition
+from kafkalog_core.maintenance.rebuild import rebuild_partition
+from kafkalog_core.maintenance.verify import verify_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -55,7 +55,7 @@ from kafkalog_core.log.names import (
     log_file_name,
     segment_log_files,
 )
-from kafkalog_core.log.retention import (
+from kafkalog_core.maintenance.retention import (
     RetentionDecision,
     backfill_risk,
     delete_quarantine_files,
@@ -64,10 +64,10 @@ from kafkalog_core.log.retention import (
     quarantine_decision,
     raised_recovery_points,
     read_quarantine_files,
-    read_segment_facts,
     retention_decisions,
     truncate_leader_epochs_from_start,
 )
+from kafkalog_core.maintenance.segment_facts import read_segment_facts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

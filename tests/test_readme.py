@@ -76,7 +76,7 @@ def test_every_yaml_example_is_a_valid_ingest_config():
     """The data-source section shows an ingest config beside the same df.write: it must load."""
     import yaml
 
-    from jobs.ingestion.config import IngestConfig
+    from jobs.ingestion.config.ingest_config import IngestConfig
 
     blocks = _code_blocks("yaml")
     assert blocks

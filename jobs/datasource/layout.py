@@ -26,7 +26,7 @@ from kafkalog_core.log.names import (
     parse_partition_dir_name,
     segment_log_files,
 )
-from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.record.batch import MAGIC_V2, Compression
 
 __all__ = [
@@ -150,7 +150,7 @@ class PartitionView:
         (a transaction still open at its end) is in no index, and a copy may lack .txnindex files.
         """
         if self._txn is None:
-            from kafkalog_core.log.cleaner_audit import scan_partition  # read_committed only
+            from kafkalog_core.maintenance.cleaner_audit import scan_partition
 
             scan = scan_partition(self.directory)
             lso = self.log_end_offset
@@ -170,7 +170,7 @@ class PartitionView:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """ListOffsets(timestamp): the first offset whose record has ts >= timestamp, or None."""
-        from kafkalog_core.log.partition_log_reads import offset_for_timestamp  # timestamp bounds
+        from kafkalog_core.log.partition.reads import offset_for_timestamp
 
         segments = self._segments(range(len(self._bases)))  # opened until the one that has it
         found = offset_for_timestamp(segments, timestamp, self.log_start_offset)

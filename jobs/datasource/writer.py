@@ -10,13 +10,13 @@ else an existing partition's, else derived from the name, as for ingest), and `r
 How a write goes. A task cannot know where its records land in a partition (Spark gives no
 counting pass before the write), so task 0 stages its share of each partition as segments at
 offset 0, with the ingest job's own writer (`write_task_direct`: same encoder, same rolls and
-indexes), and every later task stages its share as records (`jobs.ingestion.record_share`: a
+indexes), and every later task stages its share as records (`jobs.ingestion.tasks.record_share`: a
 batch of one writer must not end where a task's share ends). The driver's `commit`
 (`jobs.ingestion.commit.run`: the ingest job's sequence, under the root's run lock) orders a
 partition's shares by task and places them (`commit.place_ranges`: task 0's segments moved by
 an 8-byte write per batch and new file names, or continuing the published last segment when
 that has room, as the ingest job's), encodes each partition's record shares after its first
-share as one writer would (`jobs.ingestion.relayout`: so 8 tasks give the bytes of 1, and a
+share as one writer would (`jobs.ingestion.relayout.shares`: so 8 tasks give the bytes of 1, and a
 partition about ceil(bytes / segment.bytes) + 1 new segments) and publishes with the ingest
 job's protocol. An aborted or failed job publishes nothing, and a run id already committed is a
 no-op. Records of a partition keep the DataFrame's order within each task, tasks follow their
@@ -53,7 +53,12 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from jobs.ingestion.arrow_mapping import (
+from jobs.ingestion.commit.plan import RunInfo, plan_publish
+from jobs.ingestion.commit.publish import publish
+from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.commit.topic_ids import check_configured_topic_ids, topic_ids_for
+from jobs.ingestion.mapping.arrow_mapping import (
     HEADERS_TYPE,
     as_bytes,
     checked,
@@ -62,23 +67,11 @@ from jobs.ingestion.arrow_mapping import (
     mapping_input,
     no_headers,
 )
-from jobs.ingestion.commit import (
-    RunInfo,
-    TaskManifest,
-    plan_publish,
-    publish,
-    scan_existing_state,
-    staging_root,
-)
-from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
-from jobs.ingestion.mapping import (
-    MappingRules,
-    TopicRules,
-)
-from jobs.ingestion.planner import ProvisionalPlan
-from jobs.ingestion.relayout import RelayoutReport, relayout, thread_runner
-from jobs.ingestion.topic_ids import check_configured_topic_ids, topic_ids_for
-from jobs.ingestion.writer import (
+from jobs.ingestion.mapping.rules import MappingRules, TopicRules
+from jobs.ingestion.relayout.shares import RelayoutReport, relayout, thread_runner
+from jobs.ingestion.staging.task_staging import TaskManifest, staging_root
+from jobs.ingestion.tasks.planner import ProvisionalPlan
+from jobs.ingestion.tasks.writer import (
     DEFAULT_BATCH_BYTES,
     PerTopic,
     WriterSettings,
@@ -88,7 +81,7 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.names import partition_dir_name
-from kafkalog_core.log.partition_log import batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
 
 LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
 

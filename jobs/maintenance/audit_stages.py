@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 
 from jobs.maintenance.common import ipc_bytes, ipc_table
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.cleaner_audit import CleaningState, FreedBytes, freed_from_batches
-from kafkalog_core.log.cleaner_facts import (
+from kafkalog_core.maintenance.cleaner_audit import CleaningState, FreedBytes, freed_from_batches
+from kafkalog_core.maintenance.cleaner_facts import (
     RecordCounts,
     iter_record_facts,
     record_counts,

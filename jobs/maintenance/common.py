@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.ingestion.commit import default_run_id
-from jobs.ingestion.lock import ReadLock, RunLock
-from jobs.ingestion.meta import IngestError
+from jobs.ingestion.commit.publish import default_run_id
+from jobs.ingestion.run.lock import ReadLock, RunLock
+from jobs.ingestion.run.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import KafkaLogError, LogDirError

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.ingestion.history import COMMITTED, IngestHistory
+from jobs.ingestion.run.history import COMMITTED, IngestHistory
 from kafkalog_core.config import LogConfig, flatten_settings, parse_properties
 from kafkalog_core.errors import ConfigError
 

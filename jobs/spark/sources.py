@@ -107,7 +107,7 @@ class SourceSpec:
     interval: DataInterval | None = None  # data-interval filter (Airflow)
     delta_reader: str = "auto"  # auto | spark | delta-rs
     # who reads the rows in the ingest's tasks: Spark, or pyarrow straight from the files
-    # (arrow: see jobs.ingestion.arrow_reader for what qualifies); auto = arrow when it can
+    # (arrow: see jobs.ingestion.source.arrow_reader for what qualifies); auto = arrow when it can
     task_reader: str = "auto"
 
     @classmethod

@@ -12,29 +12,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _MODULES = {
-    "AppendInfo": "kafkalog_core.log.partition_log_append",
-    "EARLIEST_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
-    "FetchDataInfo": "kafkalog_core.log.segment",
-    "LATEST_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
+    "AppendInfo": "kafkalog_core.log.partition.append",
+    "EARLIEST_TIMESTAMP": "kafkalog_core.log.partition.reads",
+    "FetchDataInfo": "kafkalog_core.log.segment.log_segment",
+    "LATEST_TIMESTAMP": "kafkalog_core.log.partition.reads",
     "LoadReport": "kafkalog_core.log.log_loader",
     "LogDirLoadReport": "kafkalog_core.log.log_manager",
     "LogManager": "kafkalog_core.log.log_manager",
-    "LogOffsetPosition": "kafkalog_core.log.segment",
-    "LogSegment": "kafkalog_core.log.segment",
-    "MAX_TIMESTAMP": "kafkalog_core.log.partition_log_reads",
-    "PartitionLog": "kafkalog_core.log.partition_log",
-    "PartitionVerification": "kafkalog_core.log.verify",
-    "RollParams": "kafkalog_core.log.segment",
-    "SegmentScan": "kafkalog_core.log.segment_scan",
-    "SegmentVerification": "kafkalog_core.log.verify",
-    "TimestampAndOffset": "kafkalog_core.log.segment",
-    "TxnTracker": "kafkalog_core.log.segment_scan",
-    "rebuild_partition": "kafkalog_core.log.rebuild",
-    "rebuild_segment": "kafkalog_core.log.rebuild",
-    "scan_segment": "kafkalog_core.log.segment_scan",
-    "verify_partition": "kafkalog_core.log.verify",
-    "verify_segment": "kafkalog_core.log.verify",
-    "verify_time_index": "kafkalog_core.log.verify",
+    "LogOffsetPosition": "kafkalog_core.log.segment.log_segment",
+    "LogSegment": "kafkalog_core.log.segment.log_segment",
+    "MAX_TIMESTAMP": "kafkalog_core.log.partition.reads",
+    "PartitionLog": "kafkalog_core.log.partition.partition_log",
+    "RollParams": "kafkalog_core.log.segment.log_segment",
+    "SegmentScan": "kafkalog_core.log.segment.scan",
+    "TimestampAndOffset": "kafkalog_core.log.segment.log_segment",
+    "TxnTracker": "kafkalog_core.log.segment.scan",
+    "scan_segment": "kafkalog_core.log.segment.scan",
 }
 
 __all__ = [
@@ -49,18 +42,11 @@ __all__ = [
     "LogOffsetPosition",
     "LogSegment",
     "PartitionLog",
-    "PartitionVerification",
     "RollParams",
     "SegmentScan",
-    "SegmentVerification",
     "TimestampAndOffset",
     "TxnTracker",
-    "rebuild_partition",
-    "rebuild_segment",
     "scan_segment",
-    "verify_partition",
-    "verify_segment",
-    "verify_time_index",
 ]
 
 
@@ -80,26 +66,13 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers
     from kafkalog_core.log.log_loader import LoadReport
     from kafkalog_core.log.log_manager import LogDirLoadReport, LogManager
-    from kafkalog_core.log.partition_log import PartitionLog
-    from kafkalog_core.log.partition_log_append import AppendInfo
-    from kafkalog_core.log.partition_log_reads import (
+    from kafkalog_core.log.partition.append import AppendInfo
+    from kafkalog_core.log.partition.partition_log import PartitionLog
+    from kafkalog_core.log.partition.reads import (
         EARLIEST_TIMESTAMP,
         LATEST_TIMESTAMP,
         MAX_TIMESTAMP,
     )
-    from kafkalog_core.log.rebuild import rebuild_partition, rebuild_segment
-    from kafkalog_core.log.segment import (
-        FetchDataInfo,
-        LogOffsetPosition,
-        LogSegment,
-        RollParams,
-        TimestampAndOffset,
-    )
-    from kafkalog_core.log.segment_scan import SegmentScan, TxnTracker, scan_segment
-    from kafkalog_core.log.verify import (
-        PartitionVerification,
-        SegmentVerification,
-        verify_partition,
-        verify_segment,
-        verify_time_index,
-    )
+    from kafkalog_core.log.segment.log_segment import LogSegment, RollParams
+    from kafkalog_core.log.segment.reads import FetchDataInfo, LogOffsetPosition, TimestampAndOffset
+    from kafkalog_core.log.segment.scan import SegmentScan, TxnTracker, scan_segment

@@ -36,8 +36,8 @@ from kafkalog_core.log.names import (
     TMP_FILE_SUFFIX,
     parse_segment_file_name,
 )
-from kafkalog_core.log.segment import LogSegment
-from kafkalog_core.log.segment_scan import TxnTracker, control_type_of
+from kafkalog_core.log.segment.log_segment import LogSegment
+from kafkalog_core.log.segment.scan import TxnTracker, control_type_of
 
 
 @dataclass

@@ -38,7 +38,7 @@ from kafkalog_core.log.names import (
     partition_dir_name,
     validate_topic_name,
 )
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     from kafkalog_core.config import LogConfig

@@ -30,7 +30,7 @@ from crc32c import crc32c
 
 from kafkalog_core.errors import CorruptSnapshotError
 from kafkalog_core.log.checkpoints import atomic_write
-from kafkalog_core.log.txn_index import AbortedTxn
+from kafkalog_core.log.index.txn_index import AbortedTxn
 from kafkalog_core.record.batch import (
     MAGIC_V2,
     NO_PRODUCER_EPOCH,

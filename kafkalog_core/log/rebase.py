@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from kafkalog_core.errors import CorruptRecordError, KafkaLogError
+from kafkalog_core.log.index.txn_index import AbortedTxn
 from kafkalog_core.log.names import (
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
@@ -30,7 +31,6 @@ from kafkalog_core.log.names import (
     log_file_name,
     offset_from_file_name,
 )
-from kafkalog_core.log.txn_index import AbortedTxn
 from kafkalog_core.record.batch import BASE_OFFSET_OFFSET, MAGIC_V2, iter_batch_headers
 from kafkalog_core.record.encoder import EncodedBatches
 

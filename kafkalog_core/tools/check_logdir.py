@@ -52,8 +52,8 @@ from kafkalog_core.log.names import (
     parse_partition_dir_name,
     validate_topic_name,
 )
-from kafkalog_core.log.segment_scan import DEFAULT_INDEX_INTERVAL_BYTES
-from kafkalog_core.log.verify import (
+from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES
+from kafkalog_core.maintenance.verify import (
     MISSING,
     NOT_CHECKED,
     OFFSET_OVERFLOW,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from kafkalog_core.errors import KafkaLogError
-from kafkalog_core.log.segment_scan import DEFAULT_INDEX_INTERVAL_BYTES
+from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES
 from kafkalog_core.record.batch import INT32_MAX
 from kafkalog_core.tools.check_logdir import run_check_logdir
 from kafkalog_core.tools.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, dump_files

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from jobs import ingest
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.writer import HOLD_DIR_ENV
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.tasks.writer import HOLD_DIR_ENV
 from jobs.maintenance.common import parse_now
 from tests.cluster.conftest import output_of, submit
 from tests.cluster.standalone import StandaloneCluster

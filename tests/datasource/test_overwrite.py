@@ -15,9 +15,10 @@ import pyarrow as pa
 import pytest
 
 from jobs.datasource.writer import KafkaLogWriter, commit_write, parse_write_options
-from jobs.ingestion.commit import TaskManifest, journal_path, recover_interrupted_publish
-from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.meta import meta_root
+from jobs.ingestion.commit.publish import recover_interrupted_publish
+from jobs.ingestion.run.history import IngestHistory
+from jobs.ingestion.run.meta import meta_root
+from jobs.ingestion.staging.task_staging import TaskManifest, journal_path
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from tests.datasource.helpers import oracle
 from tests.jobs.commit_helpers import copy_tree, segments_only, visible

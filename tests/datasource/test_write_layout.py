@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.meta import meta_root
+from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.config import LogConfig
 from kafkalog_core.partitioner import murmur2, to_positive
 from kafkalog_core.record.batch import iter_batch_headers

@@ -9,7 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from jobs.ingestion.commit import (
+from jobs.ingestion.run.meta import META_SUFFIX
+from jobs.ingestion.staging.task_staging import (
     SEGMENT_FILE,
     TaskManifest,
     copy_segment_for_continuation,
@@ -17,7 +18,6 @@ from jobs.ingestion.commit import (
     segment_file_name,
     task_staging_dir,
 )
-from jobs.ingestion.meta import META_SUFFIX
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, iter_batch_headers, pack_header
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
-from jobs.ingestion.planner import RangeAssignment, TopicPartition
-from jobs.ingestion.writer import partition_runs
+from jobs.ingestion.tasks.planner import RangeAssignment, TopicPartition
+from jobs.ingestion.tasks.writer import partition_runs
 
 Lookup = dict[tuple[int, str, int], RangeAssignment]
 

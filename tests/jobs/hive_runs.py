@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from jobs.ingest import run
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
 from tests.conftest import session_builder
 from tests.jobs.ingest_helpers import config_doc, source_rows, write_parquet
 

@@ -1,4 +1,4 @@
-"""The range mode on the arrow task reader (`jobs.ingestion.arrow_range`): the bytes of the Spark
+"""The range mode on the arrow task reader (`jobs.ingestion.tasks.arrow_range`): the bytes of the Spark
 range mode, the records the oracle expects, Spark's order for nulls/NaN, bounded runs, the
 fall-back with its why, and a killed run."""
 
@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.ingest import run
-from jobs.ingestion import arrow_range as ar
-from jobs.ingestion import arrow_range_keys as rk
-from jobs.ingestion.arrow_reader import plan_arrow_read
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.source.arrow_reader import plan_arrow_read
+from jobs.ingestion.tasks import arrow_range as ar
+from jobs.ingestion.tasks import arrow_range_keys as rk
 from kafkalog_core.errors import KafkaLogError
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,

@@ -14,14 +14,10 @@ import pytest
 from deltalake import write_deltalake
 
 from jobs.ingest import run
-from jobs.ingestion import arrow_reader
-from jobs.ingestion.arrow_reader import (
-    OPEN_COST_BYTES,
-    FilePiece,
-    pack_tasks,
-    plan_arrow_read,
-)
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.source import arrow_reader
+from jobs.ingestion.source.arrow_reader import OPEN_COST_BYTES, pack_tasks, plan_arrow_read
+from jobs.ingestion.source.pieces import FilePiece
 from kafkalog_core import native
 from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
 from tests.jobs.ingest_helpers import (

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.ingest import run
-from jobs.ingestion.arrow_sources import HIVE_NULL, CatalogTable, _path_partitions
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.source.table_files import HIVE_NULL, CatalogTable, _path_partitions
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
     config_doc,

@@ -15,10 +15,10 @@ import pytest
 from deltalake import write_deltalake
 
 import jobs.ingest as ingest
-from jobs.ingestion import source_fs
-from jobs.ingestion.arrow_reader import mapped_batches, plan_arrow_read
-from jobs.ingestion.arrow_sources import SourceFiles
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.source import fs as source_fs
+from jobs.ingestion.source.arrow_reader import mapped_batches, plan_arrow_read
+from jobs.ingestion.source.table_files import SourceFiles
 from kafkalog_core.errors import ConfigError
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,

@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.ingest import run
-from jobs.ingestion.arrow_reader import FilePiece, file_metadata, ordered_inputs, plan_arrow_read
-from jobs.ingestion.arrow_splits import midpoint_row_groups, spark_splits, spark_tasks
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.mapping import ORDER_COLUMN
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.mapping.rules import ORDER_COLUMN
+from jobs.ingestion.source.arrow_reader import ordered_inputs, plan_arrow_read
+from jobs.ingestion.source.pieces import FilePiece, file_metadata
+from jobs.ingestion.source.splits import midpoint_row_groups, spark_splits, spark_tasks
 from tests.jobs.ingest_helpers import SOURCE_SCHEMA, config_doc, snapshot, source_rows
 
 pytestmark = pytest.mark.spark
@@ -150,8 +151,8 @@ def test_files_read_in_one_round_trip_per_partition_match_the_per_file_reading(
 ):
     """Each partition's files come from Spark's rendering of them (one py4j call for all of
     them); every split and every file's partition values equal what asking each file gives."""
-    from jobs.ingestion import arrow_splits
-    from jobs.ingestion.arrow_sources import input_files
+    from jobs.ingestion.source import splits as arrow_splits
+    from jobs.ingestion.source.table_files import input_files
 
     df = spark.read.parquet(str(odd_partitions))
     files = input_files(df)

@@ -10,31 +10,28 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from jobs.ingestion.commit import (
-    SEGMENT_FILE,
-    ManifestError,
-    PlanError,
-    PublishError,
-    RunInfo,
-    TaskManifest,
+from jobs.ingestion.commit.plan import RunInfo, plan_publish
+from jobs.ingestion.commit.publish import (
     cleanup_stale_staging,
+    publish,
+    recover_interrupted_publish,
+)
+from jobs.ingestion.commit.state import read_partition_state, scan_existing_state
+from jobs.ingestion.run.history import IngestHistory
+from jobs.ingestion.run.meta import ManifestError, PlanError, PublishError, meta_root
+from jobs.ingestion.staging.task_staging import (
+    SEGMENT_FILE,
+    TaskManifest,
     copy_segment_for_continuation,
     finalize_task_staging,
     journal_path,
-    plan_publish,
-    publish,
     read_manifest,
-    read_partition_state,
-    recover_interrupted_publish,
-    scan_existing_state,
     segment_file_name,
     staging_root,
     task_staging_dir,
     verify_manifest,
     write_manifest,
 )
-from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.meta import meta_root
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
     MetaProperties,
@@ -401,7 +398,7 @@ def _records(start: int, n: int):
 
 
 def _stage_with_partition_log(root: Path, run_id: str, config, first: int, n: int, state=None):
-    from kafkalog_core.log.partition_log import PartitionLog
+    from kafkalog_core.log.partition.partition_log import PartitionLog
 
     task = task_staging_dir(root, run_id, "orders-0-r0", 0)
     directory = task / "orders-0"
@@ -434,7 +431,7 @@ def _stage_with_partition_log(root: Path, run_id: str, config, first: int, n: in
 
 def test_real_partition_log_segments_published_and_continued(tmp_path: Path) -> None:
     from kafkalog_core.config import LogConfig
-    from kafkalog_core.log.partition_log import PartitionLog
+    from kafkalog_core.log.partition.partition_log import PartitionLog
     from tests.jobs.commit_helpers import copy_tree
 
     config = LogConfig.from_dict({"segment.bytes": "1500"})

@@ -22,17 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingestion.commit import (
-    PublishError,
-    PublishPlan,
-    journal_path,
-    plan_publish,
-    publish,
-    recover_interrupted_publish,
-    scan_existing_state,
-    staging_root,
-)
-from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.commit.plan import PublishPlan, plan_publish
+from jobs.ingestion.commit.publish import publish, recover_interrupted_publish
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.run.history import IngestHistory
+from jobs.ingestion.run.meta import PublishError
+from jobs.ingestion.staging.task_staging import journal_path, staging_root
 from tests.jobs.commit_helpers import (
     copy_tree,
     kafka_temp_file_passes,
@@ -190,7 +185,8 @@ def test_broker_loading_before_recovery_still_ends_consistent(scenario) -> None:
 _CHILD = """
 import os, sys
 from pathlib import Path
-from jobs.ingestion.commit import PublishPlan, publish
+from jobs.ingestion.commit.plan import PublishPlan
+from jobs.ingestion.commit.publish import publish
 plan = PublishPlan.from_json(Path(sys.argv[1]).read_text())
 target = sys.argv[2]
 def hook(step):

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     BASE_MS,

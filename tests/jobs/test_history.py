@@ -8,14 +8,11 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from jobs.ingestion.commit import (
-    RunInfo,
-    plan_publish,
-    publish,
-    scan_existing_state,
-)
-from jobs.ingestion.history import SCHEMA, IngestHistory, format_summary
-from jobs.ingestion.meta import IngestError, meta_root
+from jobs.ingestion.commit.plan import RunInfo, plan_publish
+from jobs.ingestion.commit.publish import publish
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.run.history import SCHEMA, IngestHistory, format_summary
+from jobs.ingestion.run.meta import IngestError, meta_root
 from tests.jobs.commit_helpers import stage_range
 
 

@@ -15,14 +15,15 @@ import pytest
 from chispa import assert_df_equality
 
 from jobs.ingest import LEADER_EPOCH, run
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.run.history import IngestHistory
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.partitioner import murmur2
 from tests.jobs.ingest_helpers import (
     RECORD_SCHEMA,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.ingestion.config import (
+from jobs.ingestion.config.ingest_config import (
     IngestConfig,
     build_arg_parser,
     config_from_args,

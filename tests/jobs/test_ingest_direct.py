@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobs.ingest import choose_write_mode, run, write_mode_choice
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.run.history import IngestHistory
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from tests.jobs.ingest_helpers import (
     config_doc,

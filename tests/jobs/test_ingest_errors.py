@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from jobs.ingest import main, run
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.lock import RunLock, RunLockedError
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.run.lock import RunLock, RunLockedError
 from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
 from tests.jobs.ingest_helpers import (
     config_doc,

@@ -12,11 +12,12 @@ import yaml
 from deltalake import write_deltalake
 
 from jobs.ingest import main, run
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.history import IngestHistory
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.run.history import IngestHistory
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
-from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
     config_doc,

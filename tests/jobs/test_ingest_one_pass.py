@@ -22,24 +22,21 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.commit import (
-    RunInfo,
-    place_ranges,
-    plan_publish,
-    publish,
-    scan_existing_state,
-)
-from jobs.ingestion.planner import OnePassPlan
-from jobs.ingestion.relayout import local_runner, relayout
-from jobs.ingestion.topic_ids import topic_ids_for
-from jobs.ingestion.writer import (
+from jobs.ingestion.commit.place import place_ranges
+from jobs.ingestion.commit.plan import RunInfo, plan_publish
+from jobs.ingestion.commit.publish import publish
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.commit.topic_ids import topic_ids_for
+from jobs.ingestion.relayout.shares import local_runner, relayout
+from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.writer import (
     WriterSettings,
     continue_staged_range,
     write_task,
     write_task_direct,
 )
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
 from tests.jobs.commit_helpers import visible
 from tests.jobs.counted_plan import count_task, counted_plan
 
@@ -235,7 +232,7 @@ def test_place_ranges_refuses_an_in_place_range_out_of_task_order(tmp_path):
         (0, 50, 0),
         (50, 100, 1),
     ]
-    from jobs.ingestion.meta import PlanError
+    from jobs.ingestion.run.meta import PlanError
 
     with pytest.raises(PlanError, match="task order"):
         place_ranges(staged[:1], {("t", 0): 7})

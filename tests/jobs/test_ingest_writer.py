@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.planner import OnePassPlan, RangeAssignment
-from jobs.ingestion.writer import (
+from jobs.ingestion.tasks.planner import OnePassPlan, RangeAssignment
+from jobs.ingestion.tasks.writer import (
     InjectedFailure,
     WriterSettings,
     partition_groups,
@@ -20,7 +20,8 @@ from jobs.ingestion.writer import (
 )
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
-from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from tests.jobs.counted_plan import count_task, counted_plan
 
 CONFIG = LogConfig.from_dict({"segment.bytes": 20000, "index.interval.bytes": 512})
@@ -250,7 +251,7 @@ def test_direct_task_memory_follows_its_budget_not_its_input(tmp_path, monkeypat
     partition that receives one row per batch must not keep every batch alive (it did while
     partitions held slices of one shared copy of each batch), nor a carried chunk tail the
     chunk it was cut from."""
-    from jobs.ingestion import writer
+    from jobs.ingestion.tasks import writer
 
     monkeypatch.setattr(writer, "DIRECT_TASK_BUFFER_BYTES", 2 << 20)
     monkeypatch.setattr(writer, "MIN_CHUNK_BYTES", 256 << 10)

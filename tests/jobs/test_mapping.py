@@ -10,10 +10,9 @@ import struct
 import pytest
 from chispa import assert_df_equality
 
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.mapping import (
-    ORDER_COLUMN,
-    RECORD_COLUMNS,
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.mapping.rules import ORDER_COLUMN, RECORD_COLUMNS
+from jobs.ingestion.mapping.spark_mapping import (
     invalid_record_error,
     map_records,
     map_records_with_rejects,
@@ -327,8 +326,9 @@ def test_mapping_errors_before_any_job(spark):
 
 def _reference(df, cfg):
     """What the numpy/Arrow implementation of stage 2 says about the same prepared rows."""
-    from jobs.ingestion.arrow_mapping import map_batch
-    from jobs.ingestion.mapping import _prepare, mapping_rules
+    from jobs.ingestion.mapping.arrow_mapping import map_batch
+    from jobs.ingestion.mapping.rules import mapping_rules
+    from jobs.ingestion.mapping.spark_mapping import _prepare
 
     table = _prepare(df, cfg).toArrow()
     plan, cache = mapping_rules(cfg), {}
@@ -339,7 +339,7 @@ def _reference(df, cfg):
 
 
 def _spark_side(df, cfg):
-    from jobs.ingestion.mapping import _map_all
+    from jobs.ingestion.mapping.spark_mapping import _map_all
 
     return {r[ORDER_COLUMN]["pos"]: r for r in _rows(_map_all(df, cfg))}
 
@@ -464,7 +464,10 @@ def test_record_size_bound_is_never_below_a_record_size():
     import numpy as np
     import pyarrow as pa
 
-    from jobs.ingestion.arrow_mapping import _largest_record_bound, _single_record_batch_size
+    from jobs.ingestion.mapping.arrow_mapping import (
+        _largest_record_bound,
+        _single_record_batch_size,
+    )
 
     entry = pa.struct([("key", pa.string()), ("value", pa.binary())])
     rng = np.random.default_rng(11)

@@ -1,4 +1,4 @@
-"""Range bounds from a sample (`jobs.ingestion.range_bounds`): the quantile arithmetic, the
+"""Range bounds from a sample (`jobs.ingestion.ranges.bounds`): the quantile arithmetic, the
 routing expression against Spark's own sort, and the range mode's output not depending on the
 split the sample gives."""
 
@@ -13,11 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import jobs.ingestion.range_bounds as rb
+import jobs.ingestion.ranges.bounds as rb
 from jobs.ingest import run
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.mapping import ORDER_COLUMN, map_records, sample_keys
-from jobs.ingestion.range_cuts import partition_ends, task_cuts
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.mapping.rules import ORDER_COLUMN
+from jobs.ingestion.mapping.spark_mapping import map_records, sample_keys
+from jobs.ingestion.ranges.cuts import partition_ends, task_cuts
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,

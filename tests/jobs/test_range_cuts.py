@@ -1,4 +1,4 @@
-"""Task bounds that snap to partition ends (`jobs.ingestion.range_cuts`, the arrow range mode's
+"""Task bounds that snap to partition ends (`jobs.ingestion.ranges.cuts`, the arrow range mode's
 `pick_bounds` / `pick_ranges`, `OnePassPlan.partition_starts`): no Spark."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion import arrow_range as ar
-from jobs.ingestion import arrow_range_keys as rk
-from jobs.ingestion.planner import OnePassPlan
-from jobs.ingestion.range_cuts import SNAP_FRACTION, partition_ends, task_cuts
+from jobs.ingestion.ranges.cuts import SNAP_FRACTION, partition_ends, task_cuts
+from jobs.ingestion.tasks import arrow_range as ar
+from jobs.ingestion.tasks import arrow_range_keys as rk
+from jobs.ingestion.tasks.planner import OnePassPlan
 
 
 def _samples(sizes: dict[tuple[str, int], int], ordering: int = 1) -> list[tuple[rk.Key, int]]:

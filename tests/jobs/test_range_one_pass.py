@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.config import IngestConfig
+from jobs.ingestion.config.ingest_config import IngestConfig
 from tests.jobs.ingest_helpers import (
     BASE_MS,
     config_doc,

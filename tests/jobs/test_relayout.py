@@ -18,26 +18,23 @@ import pyarrow.parquet as pq
 import pytest
 
 import jobs.ingest as ingest
-from jobs.ingestion.commit import (
-    SEGMENT_FILE,
-    PlanError,
-    TaskManifest,
-    place_ranges,
-    plan_publish,
-    verify_manifest,
-)
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.planner import OnePassPlan
-from jobs.ingestion.relayout import (
+from jobs.ingestion.commit.place import place_ranges
+from jobs.ingestion.commit.plan import plan_publish
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.relayout.shares import (
     RelayoutJob,
     job_groups,
     local_runner,
     plan_relayout,
     relayout,
 )
-from jobs.ingestion.writer import WriterSettings, continue_staged_range, write_task_direct
+from jobs.ingestion.run.meta import PlanError
+from jobs.ingestion.staging.task_staging import SEGMENT_FILE, TaskManifest, verify_manifest
+from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range, write_task_direct
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import PartitionLog, batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.jobs.ingest_helpers import (
     BASE_MS,

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from jobs.ingestion.commit import SEGMENT_FILE, place_ranges
-from jobs.ingestion.planner import ProvisionalPlan
-from jobs.ingestion.relayout import local_runner, relayout, thread_runner
-from jobs.ingestion.writer import WriterSettings, write_task_direct
+from jobs.ingestion.commit.place import place_ranges
+from jobs.ingestion.relayout.shares import local_runner, relayout, thread_runner
+from jobs.ingestion.staging.task_staging import SEGMENT_FILE
+from jobs.ingestion.tasks.planner import ProvisionalPlan
+from jobs.ingestion.tasks.writer import WriterSettings, write_task_direct
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import batch_options_for
+from kafkalog_core.log.partition.append import batch_options_for
 
 PARTITIONS = 4
 

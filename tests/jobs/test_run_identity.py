@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from jobs.ingest import run
-from jobs.ingestion.commit import staging_root
-from jobs.ingestion.config import IngestConfig
-from jobs.ingestion.topic_ids import TopicIdMismatchError
+from jobs.ingestion.commit.topic_ids import TopicIdMismatchError
+from jobs.ingestion.config.ingest_config import IngestConfig
+from jobs.ingestion.staging.task_staging import staging_root
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import (
     PartitionMetadataFile,

@@ -12,9 +12,9 @@ from kafka.record.memory_records import MemoryRecords
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.log_manager import LogManager
-from kafkalog_core.log.partition_log import PartitionLog
-from kafkalog_core.log.segment import LogSegment
-from kafkalog_core.log.verify import verify_time_index
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.log.segment.log_segment import LogSegment
+from kafkalog_core.maintenance.verify import verify_time_index
 from kafkalog_core.record.batch import Compression, TimestampType
 
 

@@ -23,12 +23,10 @@ from kafkalog_core.log.checkpoints import (
     read_high_watermarks,
     read_log_start_checkpoint,
 )
-from kafkalog_core.log.cleaner_audit import (
-    bytes_freed,
-    partition_cleaning_state,
-    verdict,
-)
-from kafkalog_core.log.cleaner_facts import (
+from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE, log_file_name
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state, verdict
+from kafkalog_core.maintenance.cleaner_facts import (
     iter_record_facts,
     kafka_retained,
     offset_map_mask,
@@ -36,8 +34,6 @@ from kafkalog_core.log.cleaner_facts import (
     record_counts,
     retained_mask,
 )
-from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE, log_file_name
-from kafkalog_core.log.partition_log import PartitionLog
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, Compression, iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
 from kafkalog_core.record.encoder import Record, build_batch

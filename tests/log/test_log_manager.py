@@ -11,6 +11,7 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import InvalidTopicError
 from kafkalog_core.log.checkpoints import CleanShutdownFile, OffsetCheckpointFile
 from kafkalog_core.log.log_manager import LogManager
+from kafkalog_core.maintenance.retention import delete_old_segments
 
 
 def records(n: int, first: int = 0) -> pa.Table:
@@ -34,7 +35,7 @@ def test_create_close_reload_roundtrip(tmp_path: Path) -> None:
     # placement: fewest partitions first -> 2 per root
     assert sorted(len(list(r.iterdir())) for r in roots) == [2, 2]
     mgr.get_log("orders", 0).log_start_offset = 50  # as if retention moved it
-    mgr.get_log("orders", 0).delete_old_segments(now_ms=0)
+    delete_old_segments(mgr.get_log("orders", 0), now_ms=0)
     mgr.close()
     for root in roots:
         assert CleanShutdownFile(root).exists

@@ -17,7 +17,7 @@ from kafkalog_core.errors import (
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog_core.log.offset_index import OffsetIndex, OffsetPosition
+from kafkalog_core.log.index.offset_index import OffsetIndex, OffsetPosition
 
 BROKER_DIR = Path("segments/broker-2x-interval4096/test_topic_a-0")
 

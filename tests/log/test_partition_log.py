@@ -12,7 +12,8 @@ from kafka.record.memory_records import MemoryRecords
 
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import InvalidOffsetError, OffsetOutOfRangeError, RecordTooLargeError
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.retention import delete_old_segments, log_retention_decisions
 from kafkalog_core.record.encoder import BatchOptions, encode_records
 
 
@@ -111,7 +112,7 @@ def _three_segments(tmp_path: Path, **extra) -> PartitionLog:
 def test_case32_size_retention(tmp_path: Path, factor: int, remaining: int) -> None:
     s = batch_size()
     log = _three_segments(tmp_path, retention_bytes=factor * s, retention_ms=-1)
-    log.delete_old_segments()
+    delete_old_segments(log)
     assert len(log.segments) == remaining
 
 
@@ -123,7 +124,7 @@ def test_case33_time_retention(
     tmp_path: Path, policy: str, remaining: int, empty_active: bool
 ) -> None:
     log = _three_segments(tmp_path, retention_ms=10000, cleanup_policy=policy)
-    log.delete_old_segments(now_ms=10**12)
+    delete_old_segments(log, now_ms=10**12)
     assert len(log.segments) == remaining
     if empty_active:
         assert log.active_segment.size == 0
@@ -139,7 +140,7 @@ def test_deleting_segments_raises_the_recovery_point_to_the_log_start(tmp_path: 
     s = batch_size()
     log = _three_segments(tmp_path, retention_bytes=10 * s, retention_ms=-1)
     log.recovery_point = 2  # e.g. opened from a checkpoint written before the last flush
-    log.delete_old_segments()
+    delete_old_segments(log)
     assert log.log_start_offset == 5
     assert log.recovery_point == 5
 
@@ -147,9 +148,9 @@ def test_deleting_segments_raises_the_recovery_point_to_the_log_start(tmp_path: 
 def test_log_start_offset_retention(tmp_path: Path) -> None:
     log = _three_segments(tmp_path)
     log.log_start_offset = 7
-    assert [d.base_offset for d in log.retention_decisions(now_ms=10) if d.delete] == [0]
+    assert [d.base_offset for d in log_retention_decisions(log, now_ms=10) if d.delete] == [0]
     log.log_start_offset = 10
-    assert [d.base_offset for d in log.retention_decisions(now_ms=10) if d.delete] == [0, 5]
+    assert [d.base_offset for d in log_retention_decisions(log, now_ms=10) if d.delete] == [0, 5]
 
 
 # ---- §13 case 34: time roll with jitter --------------------------------------------------------------

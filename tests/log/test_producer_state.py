@@ -9,6 +9,7 @@ import pytest
 from crc32c import crc32c
 
 from kafkalog_core.errors import CorruptSnapshotError
+from kafkalog_core.log.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog_core.log.producer_state import (
     ControlType,
     ProducerStateEntry,
@@ -20,7 +21,6 @@ from kafkalog_core.log.producer_state import (
     snapshot_offset,
     write_snapshot,
 )
-from kafkalog_core.log.txn_index import AbortedTxn, TransactionIndex
 from kafkalog_core.record.batch import BatchHeader, make_attributes
 
 BROKER_DIR = Path("segments/broker-2x-interval4096/test_topic_a-0")

@@ -8,10 +8,10 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog_core.config import LogConfig
+from kafkalog_core.log.index.txn_index import AbortedTxn
 from kafkalog_core.log.names import segment_log_files
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.log.rebase import RebaseError, rebase_segment, rebase_segments
-from kafkalog_core.log.txn_index import AbortedTxn
 from kafkalog_core.record.encoder import BatchOptions, encode_records
 from tests.log.test_partition_log import table
 

@@ -9,9 +9,9 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.log.producer_state import ProducerStateManager
-from kafkalog_core.log.segment import LogSegment
+from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
 from kafkalog_core.record.encoder import BatchOptions, Record, build_batch, encode_records

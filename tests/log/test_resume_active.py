@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.record.encoder import BatchOptions, EncodedBatches, encode_records
 
 INCREASING = list(range(1000, 1012))

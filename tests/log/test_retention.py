@@ -12,9 +12,9 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog_core.log.names import segment_log_files
-from kafkalog_core.log.partition_log import PartitionLog
-from kafkalog_core.log.rebuild import rebuild_partition
-from kafkalog_core.log.retention import (
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.rebuild import rebuild_partition
+from kafkalog_core.maintenance.retention import (
     UNFINISHED_QUARANTINE,
     QuarantineFile,
     SegmentFacts,

@@ -9,12 +9,8 @@ import numpy as np
 import pytest
 
 from kafkalog_core.errors import LogSegmentOffsetOverflowError
-from kafkalog_core.log.segment import (
-    LONG_MAX,
-    LogSegment,
-    RollParams,
-)
-from kafkalog_core.log.segment_scan import TxnTracker
+from kafkalog_core.log.segment.log_segment import LONG_MAX, LogSegment, RollParams
+from kafkalog_core.log.segment.scan import TxnTracker
 from kafkalog_core.record.batch import make_attributes, pack_header
 from kafkalog_core.record.varint import encode_varint
 
@@ -355,7 +351,7 @@ def test_indexes_look_valid_detects_padding_and_too_long(tmp_path: Path) -> None
 def test_index_entries_equal_the_rule_applied_append_by_append(seed: int) -> None:
     """The vectorized index rule (every append larger than the interval) and its loop give
     what Kafka's rule gives one append at a time."""
-    from kafkalog_core.log.segment_scan import index_entries_for_appends
+    from kafkalog_core.log.segment.scan import index_entries_for_appends
 
     rng = np.random.default_rng(seed)
     interval = int(rng.integers(1, 5000))

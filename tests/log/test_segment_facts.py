@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kafkalog_core.errors import CorruptRecordError
-from kafkalog_core.log import cleaner_audit, retention
 from kafkalog_core.log.names import log_file_name
-from kafkalog_core.log.segment_facts import SegmentFacts, read_segment_facts
+from kafkalog_core.maintenance import cleaner_audit, retention
+from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_segment_facts
 from kafkalog_core.record.encoder import Record, build_batch
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kafkalog_core.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from kafkalog_core.log.time_index import TimeIndex, TimestampOffset
+from kafkalog_core.log.index.time_index import TimeIndex, TimestampOffset
 
 BROKER_DIR = Path("segments/broker-2x-interval4096/test_topic_a-0")
 

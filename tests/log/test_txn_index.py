@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog_core.errors import CorruptIndexError, InvalidOffsetError
-from kafkalog_core.log.txn_index import AbortedTxn, TransactionIndex
+from kafkalog_core.log.index.txn_index import AbortedTxn, TransactionIndex
 
 
 @pytest.fixture

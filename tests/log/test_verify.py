@@ -11,13 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kafkalog_core.log import rebuild as rebuild_module
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog_core.log.names import producer_snapshot_file_name
 from kafkalog_core.log.producer_state import write_snapshot
-from kafkalog_core.log.rebuild import rebuild_partition, rebuild_segment
-from kafkalog_core.log.segment_scan import CRC_MISMATCH, PARTIAL_BATCH
-from kafkalog_core.log.verify import (
+from kafkalog_core.log.segment.scan import CRC_MISMATCH, PARTIAL_BATCH
+from kafkalog_core.maintenance import rebuild as rebuild_module
+from kafkalog_core.maintenance.rebuild import rebuild_partition, rebuild_segment
+from kafkalog_core.maintenance.verify import (
     CORRUPT_TAIL,
     EQUIVALENT,
     MISSING,

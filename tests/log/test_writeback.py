@@ -12,7 +12,7 @@ import pytest
 
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log import writeback
-from kafkalog_core.log.partition_log import PartitionLog
+from kafkalog_core.log.partition.partition_log import PartitionLog
 
 CONFIG = LogConfig.from_dict({"segment.bytes": 40_000, "index.interval.bytes": 512})
 

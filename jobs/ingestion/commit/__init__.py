@@ -1,4 +1,9 @@
-"""Commit protocol of an ingest run: task staging, manifests, planning and an atomic publish.
+"""The commit: the driver turns the tasks' staged manifests into one atomic publish.
+
+Owns the existing output's state (`state`), the placement of staged shares (`place`), the publish
+plan (`plan`), the publish itself with its journal (`publish`, `retire`), the commit sequence
+(`run`) and topic ids (`topic_ids`). It may import every earlier stage (`tasks` for a continued
+range) and the shared `staging` and `run`; nothing imports it but the jobs.
 
 Who calls what (the driver holds a `RunLock` for all of it):
 
@@ -6,9 +11,9 @@ Who calls what (the driver holds a `RunLock` for all of it):
    `scan_existing_state(root)`.
 2. task attempt: `task_staging_dir(...)` -> write segment files there (for a continued last
    segment first `copy_segment_for_continuation(...)`) -> `finalize_task_staging(...)` returns a
-   `TaskManifest`; or a record share's rows (`jobs.ingestion.record_share`); ship
+   `TaskManifest`; or a record share's rows (`jobs.ingestion.tasks.record_share`); ship
    `manifest.to_json()` back to the driver.
-3. driver: the shares placed (`place_ranges`) and laid out (`jobs.ingestion.relayout`; the
+3. driver: the shares placed (`place_ranges`) and laid out (`jobs.ingestion.relayout.shares`; the
    sequence is `commit.run`), then `plan_publish(manifests, state, ...)` -> `publish(plan)`.
 
 Where the staging lives. A Kafka broker treats *every* subdirectory of a log dir as a partition
@@ -30,99 +35,3 @@ history record come last. A journal (the serialized plan) is written before the 
 `recover_interrupted_publish` replays it: every step is idempotent, so it completes the publish,
 or rolls it back if another process already undid it.
 """
-
-from __future__ import annotations
-
-from jobs.ingestion.commit.place import place_ranges, place_records, rebase_manifest
-from jobs.ingestion.commit.plan import (
-    PartitionPlan,
-    PublishPlan,
-    RunInfo,
-    plan_publish,
-)
-from jobs.ingestion.commit.publish import (
-    Hook,
-    PublishResult,
-    cleanup_stale_staging,
-    default_run_id,
-    publish,
-    recover_interrupted_publish,
-)
-from jobs.ingestion.commit.staging import (
-    ASSEMBLY_DIR,
-    CHECKPOINT_FILES,
-    JOURNAL_NAME,
-    MANIFEST_SUFFIX,
-    SEGMENT_FILE,
-    SEGMENT_FILE_ORDER,
-    StagedFile,
-    TaskManifest,
-    copy_file,
-    copy_segment_for_continuation,
-    crc32c_file,
-    finalize_task_staging,
-    fsync_file,
-    journal_path,
-    manifest_path,
-    read_manifest,
-    run_start_ms,
-    segment_file_name,
-    staging_root,
-    task_staging_dir,
-    verify_manifest,
-    write_manifest,
-)
-from jobs.ingestion.commit.state import (
-    PartitionState,
-    StateMap,
-    read_partition_state,
-    read_topic_id,
-    scan_existing_state,
-)
-from jobs.ingestion.meta import ManifestError, PlanError, PublishError
-
-__all__ = [
-    "ASSEMBLY_DIR",
-    "CHECKPOINT_FILES",
-    "Hook",
-    "JOURNAL_NAME",
-    "MANIFEST_SUFFIX",
-    "ManifestError",
-    "PartitionPlan",
-    "PartitionState",
-    "PlanError",
-    "PublishError",
-    "PublishPlan",
-    "PublishResult",
-    "RunInfo",
-    "SEGMENT_FILE",
-    "SEGMENT_FILE_ORDER",
-    "StagedFile",
-    "StateMap",
-    "TaskManifest",
-    "cleanup_stale_staging",
-    "copy_file",
-    "copy_segment_for_continuation",
-    "crc32c_file",
-    "default_run_id",
-    "finalize_task_staging",
-    "fsync_file",
-    "journal_path",
-    "manifest_path",
-    "place_ranges",
-    "place_records",
-    "plan_publish",
-    "publish",
-    "read_manifest",
-    "rebase_manifest",
-    "read_partition_state",
-    "read_topic_id",
-    "recover_interrupted_publish",
-    "run_start_ms",
-    "scan_existing_state",
-    "segment_file_name",
-    "staging_root",
-    "task_staging_dir",
-    "verify_manifest",
-    "write_manifest",
-]

@@ -7,8 +7,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from jobs.ingestion.commit.staging import TaskManifest, finalize_task_staging
-from jobs.ingestion.meta import ManifestError, PlanError
+from jobs.ingestion.run.meta import ManifestError, PlanError
+from jobs.ingestion.staging.task_staging import TaskManifest, finalize_task_staging
 from kafkalog_core.log.rebase import rebase_segments
 
 

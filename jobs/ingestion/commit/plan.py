@@ -9,14 +9,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.ingestion.commit.staging import (
+from jobs.ingestion.commit.state import PartitionState, StateMap
+from jobs.ingestion.run.meta import ManifestError, PlanError, PublishError
+from jobs.ingestion.staging.task_staging import (
     SEGMENT_FILE_ORDER,
     StagedFile,
     TaskManifest,
     verify_manifest,
 )
-from jobs.ingestion.commit.state import PartitionState, StateMap
-from jobs.ingestion.meta import ManifestError, PlanError, PublishError
 from kafkalog_core.log.names import partition_dir_name
 
 

@@ -18,7 +18,8 @@ from jobs.ingestion.commit.retire import (
     retire_partition_dirs,
     retired_path,
 )
-from jobs.ingestion.commit.staging import (
+from jobs.ingestion.run.meta import PublishError, meta_root
+from jobs.ingestion.staging.task_staging import (
     ASSEMBLY_DIR,
     CHECKPOINT_FILES,
     SEGMENT_FILE_ORDER,
@@ -29,7 +30,6 @@ from jobs.ingestion.commit.staging import (
     staging_root,
     verify_manifest,
 )
-from jobs.ingestion.meta import PublishError, meta_root
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -80,7 +80,7 @@ def publish(
 
     history = None
     if record_history:
-        from jobs.ingestion.history import IngestHistory
+        from jobs.ingestion.run.history import IngestHistory
 
         history = IngestHistory(root)
         if history.find_run(plan.run_id, status="committed") and not journal.exists():

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.ingestion.commit.staging import staging_root
+from jobs.ingestion.staging.task_staging import staging_root
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile, fsync_dir
 from kafkalog_core.log.names import (
     CLEANER_OFFSET_CHECKPOINT_FILE,

@@ -7,7 +7,7 @@
    shares only get their offsets), a first share of segments continuing the published last
    segment when it has room (as a writer that knew its start writes it), by
    `continue_staged_range`.
-3. the relayout (`jobs.ingestion.relayout`: record shares encoded as one writer would), then
+3. the relayout (`jobs.ingestion.relayout.shares`: record shares encoded as one writer would), then
    `plan_publish` and `publish`.
 
 Not exported from `jobs.ingestion.commit`: this module uses the writer, which uses that package.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from jobs.ingestion.commit.place import place_ranges
 from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interrupted_publish
-from jobs.ingestion.commit.staging import TaskManifest
 from jobs.ingestion.commit.state import StateMap
-from jobs.ingestion.history import IngestHistory
-from jobs.ingestion.lock import RunLock
-from jobs.ingestion.writer import WriterSettings, continue_staged_range
+from jobs.ingestion.run.history import IngestHistory
+from jobs.ingestion.run.lock import RunLock
+from jobs.ingestion.staging.task_staging import TaskManifest
+from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range
 
 
 @dataclass(frozen=True)

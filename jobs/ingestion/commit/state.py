@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.ingestion.commit.staging import SEGMENT_FILE, segment_file_name
-from jobs.ingestion.meta import IngestError
+from jobs.ingestion.run.meta import IngestError
+from jobs.ingestion.staging.task_staging import SEGMENT_FILE, segment_file_name
 from kafkalog_core.errors import CorruptRecordError, LogDirError
 from kafkalog_core.log.checkpoints import (
     PartitionMetadataFile,

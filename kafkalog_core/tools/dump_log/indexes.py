@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.log.index.offset_index import OffsetIndex
+from kafkalog_core.log.index.time_index import TimeIndex
+from kafkalog_core.log.index.txn_index import TransactionIndex
 from kafkalog_core.log.mapped import mapped_file
-from kafkalog_core.log.offset_index import OffsetIndex
-from kafkalog_core.log.time_index import TimeIndex
-from kafkalog_core.log.txn_index import TransactionIndex
 from kafkalog_core.record.batch import MAGIC_V2, BatchHeader, iter_batch_headers
 from kafkalog_core.tools.dump_log.events import base_offset_of, sibling_path
 from kafkalog_core.tools.dump_log.options import DumpOptions

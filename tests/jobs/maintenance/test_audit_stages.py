@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from jobs.maintenance import audit_stages
-from kafkalog_core.log.cleaner_audit import bytes_freed, partition_cleaning_state
-from kafkalog_core.log.cleaner_facts import kafka_retained, partition_record_facts
+from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state
+from kafkalog_core.maintenance.cleaner_facts import kafka_retained, partition_record_facts
 from tests.log.test_cleaner_audit import COMPACT, NOW, transactions_partition
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.lock import RunLock, RunLockedError
+from jobs.ingestion.run.lock import RunLock, RunLockedError
 from jobs.maintenance.common import (
     MaintenanceError,
     deal_units,
@@ -161,7 +161,7 @@ def test_report_appends_per_run_and_replaces_a_retried_run(tmp_path: Path) -> No
 
 
 def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) -> None:
-    from jobs.ingestion.history import IngestHistory
+    from jobs.ingestion.run.history import IngestHistory
 
     root = _log_dir(tmp_path)
     history = IngestHistory(root.absolute())

@@ -12,8 +12,8 @@ import pytest
 
 import jobs.compaction_audit as audit_job
 from jobs.maintenance.report import read_report
-from kafkalog_core.log.cleaner_audit import bytes_freed, partition_cleaning_state
-from kafkalog_core.log.cleaner_facts import kafka_retained, partition_record_facts
+from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state
+from kafkalog_core.maintenance.cleaner_facts import kafka_retained, partition_record_facts
 from tests.log.test_cleaner_audit import (
     COMPACT,
     NOW,

@@ -15,8 +15,8 @@ import jobs.retention as retention_job
 from jobs.maintenance.report import read_report
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
-from kafkalog_core.log.partition_log import PartitionLog
-from kafkalog_core.log.retention import mark_segments_deleted, purge_deleted_files
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.retention import mark_segments_deleted, purge_deleted_files
 from tests.log.test_partition_log import batch_size, singles
 
 DAY = 86_400_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jobs.compaction_audit as audit_job
 import jobs.rebuild_index as index_job
 import jobs.retention as retention_job
-from jobs.ingestion.config import build_arg_parser
+from jobs.ingestion.config.ingest_config import build_arg_parser
 from jobs.maintenance.schedule import (
     PipelineSettings,
     job_run_id,

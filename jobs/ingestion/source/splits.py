@@ -1,0 +1,357 @@
+"""Spark's own file splits of a source, as the arrow task reader's tasks.
+
+Why: the direct mode writes each partition's records in source order, and the range mode breaks
+ordering ties by `pos` (Spark's partition index and row index within it). With Spark's reader
+the source order is the order of Spark's file splits: its file scan cuts files into byte ranges
+(maxPartitionBytes, openCostInBytes, the total size over the minimum partition count), sorts
+them largest first and packs them into partitions; a Parquet split reads the row groups whose
+midpoint lies in its byte range. Rather than re-implement that packing (and follow it through
+Spark versions), the driver asks Spark: the source DataFrame's physical plan, its file scan
+node, the scan's input partitions and each one's files (path, start, length), through py4j.
+Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
+file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
+A bucketed table's scan needs nothing more: when Spark uses the bucketed scan (a query that
+needs the buckets, or `autoBucketedScan` off) its partitions are the buckets, their files whole.
+
+A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
+with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
+order). When the plan has not exactly one file scan, its splits name other files than the
+source's list, or this Spark's scan / partition classes differ, `spark_tasks` says why and the
+arrow reader packs the files itself (`arrow_reader.pack_tasks`, path order; the summary says so).
+Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSourceScanExec
+(adaptive wrappers are walked through `inputPlan`); `PartitionedFile.urlEncodedPath` is 3.4+,
+`filePath` the older string.
+
+A py4j call costs ~0.1-0.2 ms, and asking each `PartitionedFile` for its path, range and
+partition values took ~2.3 ms per file: 7 s of driver time for a table of 3,000 files. So each
+partition's files come in one round trip, as Spark renders them (`PartitionedFile.toString`:
+"path: <url-encoded path>, range: <start>-<end>, partition values: [<v1>,<v2>]", one per line);
+a partition whose text does not parse into exactly its files is asked file by file, and a
+rendering of partition values that could mean two rows (a value holding a comma, a string
+"null") is read from that file's row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+
+from jobs.ingestion.source.fs import io_map, split_uri
+from jobs.ingestion.source.pieces import FilePiece, file_metadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "FileSplit",
+    "joined_strings",
+    "midpoint_row_groups",
+    "plan_nodes",
+    "spark_partition_values",
+    "spark_splits",
+    "spark_tasks",
+    "split_tasks",
+]
+
+_SCAN_CLASS = "FileSourceScanExec"
+# Plan nodes whose subtree is not among their children: adaptive execution's wrappers.
+_INNER_PLANS = ("inputPlan", "executedPlan", "plan")
+
+
+@dataclass(frozen=True)
+class FileSplit:
+    """One file's byte range in one of Spark's partitions (`PartitionedFile`)."""
+
+    path: str  # decoded as `arrow_sources` decodes `inputFiles`
+    start: int
+    length: int
+    file_size: int | None = None  # None: this Spark does not say
+
+
+def _plan_nodes(plan: Any, name: str) -> list[Any]:
+    """The nodes of class `name` (simple name) under a physical plan (py4j objects), in tree
+    order; a found node's subtree is not searched."""
+    found, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() == name:
+            found.append(node)
+            continue
+        children = [node.children().apply(i) for i in range(node.children().size())]
+        if not children:
+            for inner_name in _INNER_PLANS:
+                inner = getattr(node, inner_name, None)
+                try:
+                    children = [inner()] if inner is not None else []
+                except Exception:  # noqa: BLE001 - py4j: no such method on this node
+                    children = []
+                if children:
+                    break
+        stack.extend(reversed(children))
+    return found
+
+
+def plan_nodes(df: DataFrame, name: str) -> list[Any]:
+    """The nodes of class `name` (e.g. `HiveTableScanExec`) in Spark's physical plan of `df`,
+    adaptive wrappers walked through (py4j objects)."""
+    return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
+
+
+def _path(file: Any) -> str:
+    """A `PartitionedFile`'s path, decoded: Spark 3.4+ names it `urlEncodedPath`, older Sparks
+    give `filePath` as that string."""
+    try:
+        path = str(file.urlEncodedPath())
+    except Exception:  # noqa: BLE001 - Spark before 3.4
+        path = str(file.filePath())
+    return unquote(path)
+
+
+def _split(file: Any) -> FileSplit:
+    """A `PartitionedFile` as a `FileSplit`."""
+    try:
+        size: int | None = int(file.fileSize())
+    except Exception:  # noqa: BLE001 - Spark before 3.3
+        size = None
+    return FileSplit(_path(file), int(file.start()), int(file.length()), size)
+
+
+# One `PartitionedFile` as Spark renders it (its toString, Spark 3.x-4.x).
+_FILE_TEXT = re.compile(r"path: (.+), range: (\d+)-(\d+), partition values: (.*)")
+
+
+@dataclass(frozen=True)
+class _ScanFile:
+    """One file of one of Spark's partitions: its split, Spark's rendering of its partition
+    values (None: not rendered), and where to ask for its row (the partition's py4j array)."""
+
+    split: FileSplit
+    values_text: str | None
+    files: Any
+    index: int
+
+
+def _partition_files(partition: Any, jvm: Any) -> list[_ScanFile]:
+    """A partition's files in Spark's order: one py4j round trip for all of them when Spark's
+    rendering parses into exactly its files, else one file at a time."""
+    files = partition.files()
+    count = len(files)
+    if count == 0:
+        return []
+    matches = [_FILE_TEXT.fullmatch(line) for line in joined_strings(jvm, files).split("\n")]
+    if len(matches) == count and all(matches):
+        return [
+            _ScanFile(FileSplit(unquote(m[1]), int(m[2]), int(m[3]) - int(m[2])), m[4], files, i)
+            for i, m in enumerate(matches)  # type: ignore[index]
+        ]
+    return [_ScanFile(_split(files[i]), None, files, i) for i in range(count)]
+
+
+def joined_strings(jvm: Any, array: Any) -> str:
+    """A py4j array's elements as strings (their toString) joined by newlines, in one round
+    trip instead of one per element; "" on a JVM without Scala 2.13's `ArraySeq`."""
+    try:
+        return str(jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(array).mkString("\n"))
+    except Exception:  # noqa: BLE001 - py4j: another Scala
+        return ""
+
+
+def _jvm(df: DataFrame) -> Any:
+    """The py4j view of the driver's JVM that `df` lives in."""
+    return df.sparkSession.sparkContext._jvm
+
+
+def _one_scan(df: DataFrame) -> tuple[Any, str]:
+    """The one file scan of Spark's plan of `df` (a py4j object), or (None, why not)."""
+    scans = plan_nodes(df, _SCAN_CLASS)
+    if len(scans) != 1:
+        return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
+    return scans[0], ""
+
+
+def _scan_files(df: DataFrame) -> tuple[list[list[_ScanFile]] | None, str]:
+    """The files of each of Spark's partitions of `df`'s one file scan, or (None, why not)."""
+    scan, why = _one_scan(df)
+    if scan is None:
+        return None, why
+    return _files_of(scan, _jvm(df)), ""
+
+
+def _files_of(scan: Any, jvm: Any) -> list[list[_ScanFile]]:
+    """The files of each of a file scan's partitions (py4j), in Spark's order."""
+    return [_partition_files(p, jvm) for p in scan.inputRDD().partitions()]
+
+
+def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
+    """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
+    order, or (None, why not)."""
+    try:
+        partitions, why = _scan_files(df)
+    except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
+        return None, f"Spark's file splits could not be read ({type(error).__name__}: {error})"
+    if partitions is None:
+        return None, why
+    return tuple(tuple(f.split for f in files) for files in partitions), ""
+
+
+# How Spark's row of partition values (an InternalRow, py4j) gives a value of each type.
+_ROW_GETTERS: dict[str, Callable[[Any, int], object]] = {
+    "string": lambda row, i: str(row.getUTF8String(i).toString()),
+    "tinyint": lambda row, i: int(row.getByte(i)),
+    "smallint": lambda row, i: int(row.getShort(i)),
+    "int": lambda row, i: int(row.getInt(i)),
+    "bigint": lambda row, i: int(row.getLong(i)),
+}
+
+
+def spark_partition_values(
+    df: DataFrame, files: Sequence[str]
+) -> dict[str, tuple[object, ...]] | None:
+    """Each of `files`' partition values as Spark's one file scan of `df` adds them to its rows
+    (a table's from the catalog, where it tracks the partitions, not from the paths), or None
+    when the plan does not say: not one file scan, a file not in it, a type not read here."""
+    try:
+        scan, _ = _one_scan(df)
+        if scan is None:
+            return None
+        types = [
+            str(f.dataType().simpleString()) for f in scan.relation().partitionSchema().fields()
+        ]
+        getters = [_ROW_GETTERS.get(t) for t in types]
+        if None in getters:
+            return None
+        found = {}
+        for partition in _files_of(scan, _jvm(df)):
+            for f in partition:
+                values = None if f.values_text is None else _values_of(f.values_text, types)
+                if values is None:
+                    row = f.files[f.index].partitionValues()
+                    values = tuple(
+                        None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
+                        for i, get in enumerate(getters)
+                    )
+                found[_file_key(f.split.path)] = values
+    except Exception:  # noqa: BLE001 - py4j: a Spark whose classes differ
+        return None
+    keys = [_file_key(f) for f in files]
+    if not all(k in found for k in keys):
+        return None
+    return {f: found[k] for f, k in zip(files, keys, strict=True)}
+
+
+def _values_of(text: str, types: Sequence[str]) -> tuple[object, ...] | None:
+    """A file's partition values from Spark's rendering of its row ("[v1,v2]", a null as
+    "null"), or None when the text could mean more than one row: a value holding a comma, a
+    string "null"."""
+    if not (text.startswith("[") and text.endswith("]")):
+        return None
+    fields = text[1:-1].split(",")
+    if len(fields) != len(types):
+        return None
+    values: list[object] = []
+    for field, kind in zip(fields, types, strict=True):
+        if kind == "string":
+            if field == "null":
+                return None
+            values.append(field)
+        elif field == "null":
+            values.append(None)
+        elif re.fullmatch(r"-?[0-9]+", field):
+            values.append(int(field))
+        else:
+            return None
+    return tuple(values)
+
+
+def _start_offset(column: pq.ColumnChunkMetaData) -> int:
+    """Where a column chunk starts: its dictionary page when that comes first (parquet-mr)."""
+    offset = column.data_page_offset
+    dictionary = column.dictionary_page_offset
+    if dictionary is not None and offset > dictionary:
+        return int(dictionary)
+    return int(offset)
+
+
+def midpoint_row_groups(meta: pq.FileMetaData, start: int, length: int) -> tuple[int, ...]:
+    """The row groups a Parquet split of [start, start + length) reads: those whose midpoint
+    (first column chunk's start + total compressed size // 2) lies in the range, as parquet-mr's
+    midpoint filter picks them for Spark (so every row group is read by exactly one split)."""
+    groups = []
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        if rg.num_columns == 0:
+            continue
+        size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        midpoint = _start_offset(rg.column(0)) + size // 2
+        if start <= midpoint < start + length:
+            groups.append(g)
+    return tuple(groups)
+
+
+def split_tasks(
+    splits: Sequence[Sequence[FileSplit]],
+) -> tuple[tuple[FilePiece, ...], ...]:
+    """The arrow reader's tasks for Spark's partitions: one per partition, in order; a file that
+    Spark reads whole is one whole-file piece, a split of a larger one its midpoint row groups
+    (a split holding none is left out, as Spark's reads no rows from it)."""
+    pieces = Counter(s.path for task in splits for s in task)
+    partial = sorted(
+        {s.path for task in splits for s in task if not _whole_file(s, pieces[s.path])}
+    )
+    metas = dict(zip(partial, io_map(file_metadata, partial), strict=True))
+    tasks = []
+    for task in splits:
+        pieces = []
+        for s in task:
+            meta = metas.get(s.path)
+            if meta is None:
+                pieces.append(FilePiece(s.path))
+                continue
+            groups = midpoint_row_groups(meta, s.start, s.length)
+            if len(groups) == meta.num_row_groups:
+                pieces.append(FilePiece(s.path))
+            elif groups:
+                pieces.append(FilePiece(s.path, groups))
+        tasks.append(tuple(pieces))
+    return tuple(tasks)
+
+
+def _whole_file(split: FileSplit, pieces: int) -> bool:
+    """Whether Spark reads `split`'s file whole. Without its size (Spark's rendering does not
+    give it), a file in one piece from byte 0: Spark keeps every piece of a file it cuts."""
+    if split.start != 0:
+        return False
+    return pieces == 1 if split.file_size is None else split.length >= split.file_size
+
+
+def _file_key(location: str) -> tuple[str, str, str]:
+    """A location's (scheme, authority, path), a plain path and a file: URI alike."""
+    parts = split_uri(location)
+    if parts is None:
+        return "file", "", location
+    scheme, authority, path = parts
+    return scheme, "" if scheme == "file" else authority, "/" + path.lstrip("/")
+
+
+def spark_tasks(
+    df: DataFrame, files: Sequence[str]
+) -> tuple[tuple[tuple[FilePiece, ...], ...] | None, str]:
+    """The arrow reader's tasks as Spark's partitions of `df` (the source as Spark reads it),
+    each piece named as in `files` (a plain path and a file: URI of it are the same file), or
+    (None, why not): also when Spark's splits name other files than `files`."""
+    splits, why = spark_splits(df)
+    if splits is None:
+        return None, why
+    named = {_file_key(f): f for f in files}
+    if {_file_key(s.path) for task in splits for s in task} != set(named) or len(named) != len(
+        files
+    ):
+        return None, "Spark's file splits name other files than the source's file list"
+    renamed = [[replace(s, path=named[_file_key(s.path)]) for s in task] for task in splits]
+    return split_tasks(renamed), ""
