@@ -201,11 +201,8 @@ def test_killed_task_leaves_nothing_visible_and_a_rerun_publishes_once(spark, so
     finally:
         spark.conf.set(key, old)
     assert "injected failure" in str(info.value) and "\n" not in str(info.value)
-    # The kill happened mid-write: staged segments of finished ranges exist in the meta area...
-    staged = staging_leftovers(root)
-    assert any(s.endswith(".log") for s in staged), staged
-    assert any(s.endswith(".manifest.json") for s in staged), staged
-    # ...but nothing of them is visible in the log dir, and the run is not in the history.
+    # Whatever the tasks staged before the kill (which depends on which task got how far),
+    # nothing of it is visible in the log dir, and the run is not in the history.
     assert snapshot(root) == before
     assert IngestHistory(root).find_run("b1") is None
 
