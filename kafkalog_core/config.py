@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kafkalog_core.errors import ConfigError
-from kafkalog_core.properties import parse_properties
+from kafkalog_core.properties import parse_properties, read_properties
 from kafkalog_core.record.batch import Compression, TimestampType
 
 __all__ = ["LONG_MAX", "LogConfig", "parse_properties"]
@@ -333,12 +333,10 @@ class LogConfig:
         """Read a Java .properties file of topic settings."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            return cls.from_dict(read_properties(path))
         except OSError as e:
             raise ConfigError(f"cannot read log config {path}: {e.strerror or e}") from None
-        try:
-            return cls.from_dict(parse_properties(text))
-        except (ConfigError, ValueError) as e:  # ValueError: a malformed \uXXXX escape
+        except (ConfigError, ValueError) as e:  # ValueError: not UTF-8, a malformed \uXXXX
             raise ConfigError(f"{path}: {e}") from None
 
     @classmethod

@@ -9,7 +9,8 @@ a broker accepts means the same thing here. The rules are `Properties.load(Reade
   or `!` is a comment, and a comment never continues;
 - an odd number of trailing backslashes joins the next line (its leading whitespace skipped);
   an empty line ends the join; a dangling backslash at the end of the text is dropped, and a
-  line of only a backslash joins nothing (the line after it starts afresh);
+  line of only a backslash joins nothing (the line after it starts afresh), except as the
+  text's last line, which Java reads as the empty key with the empty value;
 - the key ends at the first unescaped `=`, `:` or whitespace; whitespace, then at most one
   `=`/`:`, then whitespace separate it from the value (`k==v` has the value `=v`);
 - escapes `\\t \\n \\r \\f \\uXXXX` and `\\<any>` = `<any>`; a `\\u` without four hex digits is
@@ -19,12 +20,20 @@ a broker accepts means the same thing here. The rules are `Properties.load(Reade
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Final
 
-__all__ = ["JAVA_LINE_BREAK", "format_properties", "java_date", "parse_properties"]
+__all__ = [
+    "JAVA_LINE_BREAK",
+    "format_properties",
+    "java_date",
+    "parse_properties",
+    "read_properties",
+]
 
 JAVA_LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")  # BufferedReader.readLine, Properties.load
 _BLANK: Final = " \t\f"  # what Properties.load skips; not every Unicode space
@@ -39,23 +48,28 @@ def _continues(line: str) -> bool:
     return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
-def _logical_lines(text: str) -> Iterator[str]:
-    """Properties.load's logical lines: comments and blank lines dropped, continuations joined."""
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Properties.load's logical lines, each with the number of the line it starts on: comments
+    and blank lines dropped, continuations joined."""
     lines = JAVA_LINE_BREAK.split(text)
+    # Where the text ends for a continuation: LineReader ends the line at a final `\r` or `\n`
+    # (not `\r\n`) before it looks at the backslash, so that line is kept even when empty.
+    end = len(lines) - 1 if not lines[-1] and not text.endswith("\r\n") else len(lines)
     i = 0
     while i < len(lines):
         line = lines[i].lstrip(_BLANK)
         i += 1
+        start = i
         if not line or line[0] in "#!":
             continue
         while _continues(line):
             line = line[:-1]
-            if not line or i >= len(lines):
-                break  # nothing joined yet: the next line starts afresh (it may be a comment)
+            if i >= end or not line:
+                break  # the text ends; or nothing to join: the next line starts afresh
             line += lines[i].lstrip(_BLANK)  # a `#` here is data, not a comment
             i += 1
-        if line:
-            yield line
+        if line or i >= end:  # a lone backslash as the last line is a line: key "", value ""
+            yield start, line
 
 
 def _unescape(text: str) -> str:
@@ -71,7 +85,7 @@ def _unescape(text: str) -> str:
         if nxt == "u":
             digits = text[i + 2 : i + 6]
             if not _HEX4.fullmatch(digits):
-                raise ValueError(f"Malformed \\uxxxx encoding in {text!r}")
+                raise ValueError(f"Malformed \\uxxxx encoding in {text!r}")  # Java's words
             out.append(chr(int(digits, 16)))
             i += 6
             continue
@@ -100,12 +114,30 @@ def _split_key(line: str) -> tuple[str, str]:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Key -> value of Properties text; ValueError on a malformed `\\uXXXX` escape."""
+    """Key -> value of Properties text; ValueError naming the line of a malformed `\\uXXXX`."""
     props: dict[str, str] = {}
-    for line in _logical_lines(text):
+    for number, line in _logical_lines(text):
         key, value = _split_key(line)
-        props[_unescape(key)] = _unescape(value)
+        try:
+            props[_unescape(key)] = _unescape(value)
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}") from None
     return props
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A Properties file read through a UTF-8 Reader, its line breaks as written (no newline
+    translation: a `\\r\\n` and a `\\n` can end the text differently).
+
+    OSError when it cannot be read; ValueError when it is not UTF-8 or a line holds a malformed
+    `\\uXXXX`: the caller words either as its own error, naming the file.
+    """
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (byte {exc.start})") from None
+    return parse_properties(text)
 
 
 def java_date(epoch_seconds: float | None = None) -> str:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.ingestion.run.history import COMMITTED, IngestHistory
-from kafkalog_core.config import LogConfig, flatten_settings, parse_properties
+from kafkalog_core.config import LogConfig, flatten_settings
 from kafkalog_core.errors import ConfigError
+from kafkalog_core.properties import read_properties
 
 DEFAULT = "default"
 INTERNAL = "Kafka internal topic"
@@ -78,10 +79,10 @@ def _read_settings(path: Path) -> dict[str, Any]:
         settings = flatten_settings(doc)
     else:
         try:
-            settings = parse_properties(path.read_text(encoding="utf-8"))
+            settings = read_properties(path)
         except OSError as e:
             raise ConfigError(f"cannot read topic config {path}: {e.strerror or e}") from None
-        except ValueError as e:  # a malformed \uXXXX escape, as Properties.load refuses it
+        except ValueError as e:  # not UTF-8, or a malformed \uXXXX as Properties.load refuses it
             raise ConfigError(f"{path}: {e}") from None
     _validated(settings, str(path))
     return settings

@@ -15,7 +15,7 @@ from pathlib import Path
 from kafkalog_core.errors import CorruptCheckpointError
 from kafkalog_core.log.checkpoints.checkpoint_file import atomic_write, parse_java_int
 from kafkalog_core.log.checkpoints.topic_ids import topic_id_from_str, topic_id_to_str
-from kafkalog_core.properties import format_properties, parse_properties
+from kafkalog_core.properties import format_properties, parse_properties, read_properties
 
 __all__ = ["MetaProperties", "format_properties", "parse_properties"]
 
@@ -74,12 +74,8 @@ class MetaProperties:
     def read(cls, path: str | os.PathLike[str]) -> MetaProperties:
         p = Path(path)
         try:
-            text = p.read_bytes().decode("utf-8")
-        except UnicodeDecodeError:
-            raise CorruptCheckpointError(f"{p} is not UTF-8") from None
-        try:
-            props = parse_properties(text)
-        except ValueError as exc:
+            props = read_properties(p)
+        except ValueError as exc:  # not UTF-8, or a malformed \uXXXX
             raise CorruptCheckpointError(f"{p}: {exc}") from None
         return cls.from_properties(props, str(p))
 
