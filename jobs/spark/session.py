@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from kafkalog_core.errors import ConfigError
+from kafkalog_core.properties import read_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,10 +37,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS_FILE = REPO_ROOT / "conf" / "spark-defaults.conf"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DEFAULT_MASTER = "local[*]"
+# what Spark trims from a value: String.trim's characters (<= U+0020) but the line breaks
+_SPARK_TRIMS = "".join(chr(c) for c in range(0x21) if chr(c) not in "\r\n")
 
 
 def read_spark_defaults(path: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """Parse a spark-defaults.conf: `key value` (or `key=value`) lines, `#` comments.
+    """A spark-defaults.conf as spark-submit reads it: java.util.Properties text (`key value` or
+    `key=value` lines, `#`/`!` comments), each value trimmed of spaces and control characters
+    but not of an escaped `\\r`/`\\n` (Spark's getPropertiesFromFile).
 
     `KAFKALOG_SPARK_DEFAULTS` points at another file; a missing file means no defaults.
     """
@@ -48,20 +53,11 @@ def read_spark_defaults(path: str | os.PathLike[str] | None = None) -> dict[str,
     file = Path(path)
     if not file.is_file():
         return {}
-    settings: dict[str, str] = {}
-    for lineno, raw in enumerate(file.read_text().splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 1)
-        if "=" in parts[0]:
-            key, _, value = line.partition("=")
-        elif len(parts) == 2:
-            key, value = parts
-        else:
-            raise ConfigError(f"{file}:{lineno}: expected 'key value', got {line!r}")
-        settings[key.strip()] = value.strip()
-    return settings
+    try:
+        settings = read_properties(file)
+    except (OSError, ValueError) as e:  # unreadable, not UTF-8, a malformed \uXXXX
+        raise ConfigError(f"{file}: {e}") from None
+    return {key: value.strip(_SPARK_TRIMS) for key, value in settings.items()}
 
 
 def resolve_session_conf(

@@ -87,11 +87,16 @@ def test_session_conf_precedence(tmp_path):
     conf = resolve_session_conf({"a": "1", "b": "2"}, {"b": "submitted"}, {"c": 3})
     assert conf == {"a": "1", "c": "3", "spark.master": "local[*]"}
     assert "spark.master" not in resolve_session_conf({}, {"spark.master": "yarn"})
+    text = "# comment\nspark.x  1 \t\nspark.y=\\u0020two\\n\\\n  \x01\nlonely\n! spark.z 3\n"
+    own = tmp_path / "own.conf"
+    own.write_text(text)
+    # Properties text as spark-submit reads it: values trimmed, but not of an escaped line break
+    assert read_spark_defaults(own) == {"spark.x": "1", "spark.y": "two\n", "lonely": ""}
     bad = tmp_path / "bad.conf"
-    bad.write_text("# comment\nspark.x 1\nlonely\n")
+    bad.write_text("# comment\nspark.x 1\nspark.y \\u12\n")
     from kafkalog_core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"bad.conf:3: expected 'key value'"):
+    with pytest.raises(ConfigError, match=r"bad.conf: line 3: Malformed \\uxxxx encoding"):
         read_spark_defaults(bad)
 
 
