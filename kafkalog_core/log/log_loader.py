@@ -30,11 +30,10 @@ from kafkalog_core.log.names import (
     KRAFT_CHECKPOINT_DELETED,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
-    PARTITION_METADATA_FILE,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
-    TMP_FILE_SUFFIX,
     parse_segment_file_name,
+    unfinished_write_of,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.log.segment.scan import TxnTracker, control_type_of
@@ -147,7 +146,7 @@ class LogLoader:
             if name.endswith(DELETED_FILE_SUFFIX):
                 if not KRAFT_CHECKPOINT_DELETED.match(name):
                     self._delete(p)
-            elif is_unfinished_atomic_write(name):
+            elif unfinished_write_of(name) is not None:  # its target is intact or rebuilt
                 self._delete(p)
             elif name.endswith(CLEANED_FILE_SUFFIX):
                 with contextlib.suppress(LogDirError):
@@ -293,27 +292,6 @@ class LogLoader:
             if off > self.log_end_offset and p.exists():
                 p.unlink()
                 self.report.deleted_snapshots.append(p.name)
-
-
-def is_unfinished_atomic_write(name: str) -> bool:
-    """Whether `name` is a `<file>.tmp` that an atomic write (write, fsync, rename) of one of a
-    partition's own files left when it was killed before its rename: a producer snapshot, the
-    leader-epoch checkpoint, partition.metadata or an index. The file it was to replace is
-    intact (or rebuilt from the .log, for an index), so the copy holds nothing to keep. A
-    quarantine copy's `.tmp` is not one of these: the rebuild and retention jobs report it."""
-    if not name.endswith(TMP_FILE_SUFFIX):
-        return False
-    target = name[: -len(TMP_FILE_SUFFIX)]
-    if target in (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE):
-        return True
-    try:
-        parsed = parse_segment_file_name(target)
-    except LogDirError:
-        return False
-    return not parsed.temporary_suffix and parsed.extension in (
-        PRODUCER_SNAPSHOT_FILE_SUFFIX,
-        *INDEX_SUFFIXES,
-    )
 
 
 def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:

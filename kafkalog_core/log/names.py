@@ -59,6 +59,7 @@ __all__ = [
     "stray_dir_name",
     "time_index_file_name",
     "txn_index_file_name",
+    "unfinished_write_of",
     "validate_topic_name",
 ]
 
@@ -197,6 +198,33 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
             rest = rest[: -len(suffix)]
             break
     return SegmentFileName(offset, rest, temporary)
+
+
+def unfinished_write_of(name: str) -> str | None:
+    """What `name` was to become when it is a `<file>.tmp` that an atomic write (write, fsync,
+    rename) of one of a partition's own files left, killed before its rename: an index or
+    producer snapshot's extension (`.index`, `.timeindex`, `.txnindex`, `.snapshot`) or the file
+    name `leader-epoch-checkpoint` / `partition.metadata`. None for any other name, a quarantine
+    copy's `.tmp` among them (the rebuild and retention jobs report those).
+
+    The file it was to replace is intact (or rebuilt from the .log, for an index), so the copy
+    holds nothing to keep; who deletes it depends on who writes that file.
+    """
+    if not name.endswith(TMP_FILE_SUFFIX):
+        return None
+    target = name[: -len(TMP_FILE_SUFFIX)]
+    if target in (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE):
+        return target
+    try:
+        parsed = parse_segment_file_name(target)
+    except LogDirError:
+        return None
+    if parsed.temporary_suffix or parsed.extension not in (
+        PRODUCER_SNAPSHOT_FILE_SUFFIX,
+        *INDEX_SUFFIXES,
+    ):
+        return None
+    return parsed.extension
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
@@ -39,9 +38,9 @@ from kafkalog_core.log.names import (
     LOG_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
     TMP_FILE_SUFFIX,
-    parse_segment_file_name,
     quarantine_file_name,
     quarantine_files,
+    unfinished_write_of,
 )
 from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES, TxnTracker
 from kafkalog_core.maintenance.verify import (
@@ -154,28 +153,17 @@ def remove_unfinished_writes(
     quarantine file) and `<segment>.<index>.tmp` files (the index is rebuilt from the .log).
     Returns one action line per file."""
     copies = quarantine_files(partition_dir, suffix, unfinished=True, log_name=log_name)
-    stem = None if log_name is None else log_name[: -len(LOG_FILE_SUFFIX)]
-    indexes = [
+    prefix = "" if log_name is None else log_name[: -len(LOG_FILE_SUFFIX)] + "."
+    indexes = [  # a snapshot's or the epoch checkpoint's .tmp is left to its writer
         p
-        for p in sorted(partition_dir.glob("*" + TMP_FILE_SUFFIX))
-        if _is_index_name(p.name[: -len(TMP_FILE_SUFFIX)], stem)
+        for p in sorted(partition_dir.glob(prefix + "*" + TMP_FILE_SUFFIX))
+        if unfinished_write_of(p.name) in INDEX_SUFFIXES
     ]
     for path in copies + indexes:
         path.unlink(missing_ok=True)
     return [f"deleted unfinished quarantine copy {p.name}" for p in copies] + [
         f"deleted unfinished index write {p.name}" for p in indexes
     ]
-
-
-def _is_index_name(name: str, stem: str | None) -> bool:
-    """Whether `name` is a segment's index file (of the segment `stem`, when given)."""
-    try:
-        parsed = parse_segment_file_name(name)
-    except LogDirError:
-        return False
-    if stem is not None and not name.startswith(stem + "."):
-        return False
-    return parsed.extension in INDEX_SUFFIXES and not parsed.temporary_suffix
 
 
 def _write_index(check: IndexCheck, rebuild_all: bool) -> bool:

@@ -25,6 +25,7 @@ from kafkalog_core.log.names import (
     stray_dir_name,
     time_index_file_name,
     txn_index_file_name,
+    unfinished_write_of,
     validate_topic_name,
 )
 
@@ -280,3 +281,26 @@ def test_valid_topic_never_escapes_log_dir(topic: str) -> None:
         assert child.parent == root
         assert ".." not in child.relative_to(root).parts
         assert "/" not in make(topic, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        ("00000000000000000007.index.tmp", ".index"),
+        ("00000000000000000007.timeindex.tmp", ".timeindex"),
+        ("00000000000000000007.txnindex.tmp", ".txnindex"),
+        ("00000000000000000007.snapshot.tmp", ".snapshot"),
+        ("leader-epoch-checkpoint.tmp", "leader-epoch-checkpoint"),
+        ("partition.metadata.tmp", "partition.metadata"),
+        # not a partition's own atomic write: a quarantine copy, a .log, a swap, anything else
+        ("00000000000000000007.log.quarantine.tmp", None),
+        ("00000000000000000007.log.tmp", None),
+        ("00000000000000000007.index.swap.tmp", None),
+        ("00000000000000000007.index", None),
+        ("notes.tmp", None),
+        (".tmp", None),
+    ],
+)
+def test_unfinished_write_of(name: str, target: str | None) -> None:
+    """The one recognition the log loader (deletes them all) and rebuild (indexes only) share."""
+    assert unfinished_write_of(name) == target
