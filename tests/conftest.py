@@ -53,3 +53,16 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_client():
+    """Apache Kafka's Java client as the oracle (tests/kafka_oracle.py): its jars, fetched into
+    the user cache on first use. Missing jars fail loudly with what to fetch, never skip."""
+    from tests import kafka_oracle
+
+    try:
+        kafka_oracle.kafka_client_jars()
+    except kafka_oracle.OracleUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+    return kafka_oracle
