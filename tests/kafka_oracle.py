@@ -204,6 +204,7 @@ class KafkaRecord:
 
     dir: str
     segment: str
+    position: int  # of its batch
     offset: int
     timestamp: int
     key: bytes | None
@@ -232,6 +233,38 @@ class KafkaLog:
             out.append((topic, int(part), r.offset, r.key, r.value, headers, r.timestamp))
         return sorted(out, key=lambda row: (row[0], row[1], row[2]))
 
+    def first_offsets(self) -> dict[str, int]:
+        """Partition dir -> base offset of its first batch (the log start a reader sees)."""
+        out: dict[str, int] = {}
+        for b in self.batches:
+            out.setdefault(b.dir, b.base_offset)
+        return out
+
+    def offset_problems(self) -> list[str]:
+        """Where offsets are not as a log that nothing compacted holds them: each segment named
+        by its first batch's base offset, each batch starting one past the previous one's last
+        offset, each batch's records exactly base..last offset."""
+        offsets: dict[tuple[str, str, int], list[int]] = {}
+        for r in self.records:
+            offsets.setdefault((r.dir, r.segment, r.position), []).append(r.offset)
+        problems = []
+        last: dict[str, int] = {}
+        seen: set[tuple[str, str]] = set()
+        for b in self.batches:
+            where = f"{b.dir}/{b.segment} at position {b.position}"
+            if (b.dir, b.segment) not in seen:
+                seen.add((b.dir, b.segment))
+                if int(b.segment[:20]) != b.base_offset:
+                    problems.append(f"{where}: segment name but base offset {b.base_offset}")
+            if b.dir in last and b.base_offset != last[b.dir] + 1:
+                problems.append(f"{where}: base offset {b.base_offset} after {last[b.dir]}")
+            if offsets.get((b.dir, b.segment, b.position)) != [
+                *range(b.base_offset, b.last_offset + 1)
+            ]:
+                problems.append(f"{where}: records not {b.base_offset}..{b.last_offset}")
+            last[b.dir] = b.last_offset
+        return sorted(problems)
+
 
 def _b64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
@@ -244,18 +277,18 @@ def kafka_client_read(log_dir: str | os.PathLike[str]) -> KafkaLog:
     batches: list[KafkaBatch] = []
     records: list[KafkaRecord] = []
     segments: dict[tuple[str, str], int] = {}
-    control = False
+    control, position = False, -1
     for line in run_java(READ_LOG, str(log_dir)).splitlines():
         item = json.loads(line)
         kind = item.pop("type")
         if kind == "batch":
             batches.append(KafkaBatch(**item))
-            control = item["control"]
+            control, position = item["control"], item["position"]
         elif kind == "record":
             item["key"] = _b64(item["key"])
             item["value"] = _b64(item["value"])
             item["headers"] = tuple((k, _b64(v)) for k, v in item["headers"])
-            records.append(KafkaRecord(**item, control=control))
+            records.append(KafkaRecord(**item, position=position, control=control))
         else:
             segments[(item["dir"], item["segment"])] = item["size"]
     return KafkaLog(batches, records, segments)

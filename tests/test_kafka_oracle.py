@@ -52,13 +52,23 @@ def test_real_broker_logs_read_the_same_through_kafka_and_our_decoder(
         assert in_batches == size == (log_dir / dir_name / segment).stat().st_size
 
 
-def test_one_partition_dir_reads_alone(kafka_client, fixtures_dir: Path) -> None:
-    pdir = fixtures_dir / "segments/broker-2x-interval4096/test_topic_a-0"
+def test_one_partition_dir_reads_alone_and_its_offsets_are_checked(
+    kafka_client, fixtures_dir: Path, tmp_path: Path
+) -> None:
+    src = fixtures_dir / "segments/broker-2x-interval4096/test_topic_a-0"
+    pdir = tmp_path / "test_topic_a-0"
+    pdir.mkdir()
+    for log in sorted(src.glob("*.log"))[:2]:
+        shutil.copyfile(log, pdir / log.name)
     read = kafka_client.kafka_client_read(pdir)
-    offsets = [r.offset for r in read.records]
-    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
-    assert {b.compression for b in read.batches} == {"none"}
-    assert read.rows()[0][:3] == ("test_topic_a", 0, offsets[0])
+    assert read.offset_problems() == []
+    assert {b.compression for b in read.batches} == {"none"} and len(read.segments) == 2
+    assert read.rows()[0][:3] == ("test_topic_a", 0, 0)
+    assert read.first_offsets() == {"test_topic_a-0": 0}
+    second = sorted(pdir.glob("*.log"))[1]
+    second.rename(pdir / f"{int(second.name[:20]) + 1:020d}.log")
+    problems = kafka_client.kafka_client_read(pdir).offset_problems()
+    assert len(problems) == 1 and "segment name but base offset" in problems[0]
 
 
 def _one_segment(fixtures_dir: Path, tmp_path: Path) -> Path:
