@@ -62,7 +62,7 @@ def kafka_client():
     from tests import kafka_oracle
 
     try:
-        kafka_oracle.kafka_client_jars()
+        kafka_oracle.require_oracle()
     except kafka_oracle.OracleUnavailable as e:
         pytest.fail(str(e), pytrace=False)
     return kafka_oracle

@@ -11,8 +11,8 @@ runs find them there.
 - `run_java(source, *args, stdin=None)`: run a single-file Java program against those jars.
 - `kafka_client_read(log_dir)`: tests/java/ReadLog.java over a log dir (or a partition dir).
 
-Each program is compiled once per version of its source (cached beside the jars), so a call
-costs one JVM start. Tests take the session fixture `kafka_client` (tests/conftest.py), which
+Each program is compiled once per version of its source (with javac, cached beside the jars), so
+a call costs one JVM start; `java -cp 'JARS/*' tests/java/ReadLog.java LOGDIR` runs it by hand. Tests take the session fixture `kafka_client` (tests/conftest.py), which
 fetches the jars or fails with one line saying what to fetch.
 """
 
@@ -132,6 +132,17 @@ def kafka_client_jars() -> Path:
     return jars
 
 
+def require_oracle() -> Path:
+    """The jars (fetched if need be) and a JDK to compile the programs: OracleUnavailable
+    saying what is missing otherwise."""
+    if shutil.which("javac") is None:
+        raise OracleUnavailable(
+            "the Kafka client checks compile small Java programs: install a JDK 17+ "
+            "(e.g. openjdk-17-jdk-headless), not only a JRE"
+        )
+    return kafka_client_jars()
+
+
 def _compiled(source: Path, jars: Path) -> Path:
     """The classes of `source`, compiled once per version of its text (cached beside the jars)."""
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
@@ -159,7 +170,7 @@ def run_java(source: str | os.PathLike[str], *args: str, stdin: bytes | None = N
     Kafka's client jars on the class path; its stdout. A non-zero exit raises JavaProgramError
     with the program's stderr."""
     source = Path(source)
-    jars = kafka_client_jars()
+    jars = require_oracle()
     classpath = f"{jars}/*{os.pathsep}{_compiled(source, jars)}"
     cmd = ["java", *JVM_FLAGS, "-cp", classpath, source.stem, *map(str, args)]
     proc = subprocess.run(cmd, input=stdin, capture_output=True)
