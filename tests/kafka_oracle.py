@@ -172,8 +172,10 @@ def run_java(source: str | os.PathLike[str], *args: str, stdin: bytes | None = N
     source = Path(source)
     jars = require_oracle()
     classpath = f"{jars}/*{os.pathsep}{_compiled(source, jars)}"
-    cmd = ["java", *JVM_FLAGS, "-cp", classpath, source.stem, *map(str, args)]
-    proc = subprocess.run(cmd, input=stdin, capture_output=True)
+    # The codec jars unpack their native libraries into java.io.tmpdir and leave them there.
+    with tempfile.TemporaryDirectory(prefix="kafkalog-java-") as tmp:
+        cmd = ["java", *JVM_FLAGS, f"-Djava.io.tmpdir={tmp}", "-cp", classpath, source.stem]
+        proc = subprocess.run([*cmd, *map(str, args)], input=stdin, capture_output=True)
     if proc.returncode != 0:
         # slf4j-api without a binding says so on every start: not part of the failure.
         err = "\n".join(
