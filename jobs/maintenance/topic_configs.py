@@ -1,8 +1,8 @@
 """Topic configs for a log dir: a broker keeps them in its metadata, not in the log dir.
 
-Precedence per setting: the `--topic-config` file, then the newest committed ingest run's
-configs (when our ingest wrote the dir), then the settings Kafka gives its internal topics
-(`__consumer_offsets` is compacted), then Kafka's default. Each resolved setting remembers
+Precedence per setting: the `--topic-config` file, then the configs recorded by the newest
+committed ingest run of that topic (when our ingest wrote the dir), then the settings Kafka
+gives its internal topics (`__consumer_offsets` is compacted), then Kafka's default. Each resolved setting remembers
 where it came from, and the reports say so.
 
 `--topic-config` forms:
@@ -129,15 +129,21 @@ def load_topic_config_file(
     return defaults, per_topic
 
 
-def history_topic_configs(log_dir: str | os.PathLike[str]) -> tuple[str, dict[str, dict[str, Any]]]:
-    """(run id, {topic: settings}) of the newest committed ingest run that recorded configs."""
+def history_topic_configs(log_dir: str | os.PathLike[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """{topic: (run id, settings)} from the newest committed ingest run that wrote each topic.
+
+    Per topic, not per run: a run records only the topics it wrote, so a later run of another
+    topic (the demo writes two, one run each) must not hide an earlier run's settings.
+    """
     history = IngestHistory(Path(log_dir).absolute())
     if not history.exists():
-        return "", {}
-    for record in history.last_runs(1_000_000):
-        if record.get("status") == COMMITTED and record.get("topic_configs"):
-            return str(record["run_id"]), dict(record["topic_configs"])
-    return "", {}
+        return {}
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for record in history.last_runs(1_000_000):  # newest first
+        if record.get("status") == COMMITTED:
+            for topic, settings in (record.get("topic_configs") or {}).items():
+                found.setdefault(topic, (str(record["run_id"]), dict(settings)))
+    return found
 
 
 def resolve_topic_configs(
@@ -146,7 +152,7 @@ def resolve_topic_configs(
     topic_config: str | os.PathLike[str] | None = None,
 ) -> dict[str, ResolvedTopicConfig]:
     """Every topic's LogConfig with the source of each setting (file > ingest history > default)."""
-    run_id, from_history = history_topic_configs(log_dir)
+    from_history = history_topic_configs(log_dir)
     defaults, per_topic = load_topic_config_file(topic_config) if topic_config else ({}, {})
     resolved = {}
     for topic in sorted(set(topics)):
@@ -154,7 +160,8 @@ def resolve_topic_configs(
         sources: dict[str, str] = {}
         for name, value in INTERNAL_TOPIC_CONFIGS.get(topic, {}).items():
             settings[name], sources[name] = value, INTERNAL
-        for name, value in (from_history.get(topic) or {}).items():
+        run_id, recorded = from_history.get(topic, ("", {}))
+        for name, value in recorded.items():
             settings[name], sources[name] = value, f"ingest run {run_id}"
         for name, value in {**defaults, **per_topic.get(topic, {})}.items():
             settings[name], sources[name] = value, f"file {topic_config}"

@@ -165,7 +165,7 @@ def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) ->
 
     root = _log_dir(tmp_path)
     history = IngestHistory(root.absolute())
-    at = iter(datetime(2024, 5, d, tzinfo=timezone.utc) for d in (1, 2, 3))
+    at = iter(datetime(2024, 5, d, tzinfo=timezone.utc) for d in (1, 2, 3, 4))
     history.append(
         {
             "run_id": "old",
@@ -190,8 +190,19 @@ def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) ->
             "topic_configs": {"orders": {"retention.ms": 3}},
         }
     )
-    orders = resolve_topic_configs(root, ["orders"])["orders"]
+    history.append(  # a later run of another topic does not hide the orders run's settings
+        {
+            "run_id": "other",
+            "status": "committed",
+            "finished_at": next(at),
+            "topic_configs": {"a-b.c": {"cleanup.policy": "compact"}},
+        }
+    )
+    resolved = resolve_topic_configs(root, ["orders", "a-b.c"])
+    orders, other = resolved["orders"], resolved["a-b.c"]
     assert orders.config.retention_ms == 2 and orders.source_of("retention.ms") == "ingest run new"
+    assert other.config.compact and other.source_of("cleanup.policy") == "ingest run other"
+    assert other.config.retention_ms == 604800000
     conf = tmp_path / "t.properties"
     conf.write_text("retention.ms=7\n")
     orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
