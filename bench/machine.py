@@ -1,4 +1,7 @@
-"""How much faster two cores run work that shares nothing: the ceiling for any scaling figure.
+"""The host a benchmark ran on: its facts, and how much faster two cores run work that shares
+nothing, the ceiling for any scaling figure.
+
+    .venv/bin/python bench/machine.py
 
 `bench/ingest.py --scaling` compares local[1] with local[2]; on a VM whose two vCPUs do not give
 twice the throughput (shared hosts, memory bandwidth), no Spark job can scale by 2x either. This
@@ -9,9 +12,14 @@ buffers larger than the L3 cache).
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
+from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
@@ -55,6 +63,54 @@ def machine_scaling(workers: int = 2) -> dict[str, float]:
     return {"cpu": speedup("cpu", 40, workers), "memory": speedup("memory", 60, workers)}
 
 
+def _proc_field(path: str, name: str) -> str | None:
+    """The value of `name: value` in a /proc text file (Linux), or None."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _java_version() -> str:
+    try:
+        run = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+    text = (run.stderr or run.stdout).strip()  # java -version prints to stderr
+    return text.splitlines()[0] if text else "?"
+
+
+def host_facts() -> dict[str, str]:
+    """What the benchmark tables state about their machine: cores, memory, disk cache, versions."""
+    memory_kb = _proc_field("/proc/meminfo", "MemTotal")
+    try:
+        dirty_ratio = Path("/proc/sys/vm/dirty_ratio").read_text().strip() + "%"
+    except OSError:
+        dirty_ratio = "?"
+    versions = {}
+    for package in ("pyspark", "pyarrow", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return {
+        "vCPUs": str(os.cpu_count()),
+        "CPU": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "?",
+        "memory": f"{int(memory_kb.split()[0]) / 2**20:.1f} GiB" if memory_kb else "?",
+        "vm.dirty_ratio": dirty_ratio,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        **versions,
+        "java": _java_version(),
+    }
+
+
 if __name__ == "__main__":
+    for name, value in host_facts().items():
+        print(f"{name:15s} {value}")
     for kind, ratio in machine_scaling().items():
         print(f"{kind:8s} x{ratio:.2f} with 2 processes (ideal x2.00)")
