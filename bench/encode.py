@@ -16,8 +16,8 @@ Compressed topics (16 KiB and 1 MiB batches of JSON-like records that compress l
 events): the whole encode against the bare codec - the one-shot call of each library that
 speaks the format, at Kafka's default level, without Kafka's framing - compressing the same
 records regions one batch at a time, in the same run, the encode and the bare calls taking
-turns; the printed share is the fastest bare codec's CPU time over the encode's (issue 11's
-goal: >= 70% for lz4, snappy and zstd).
+turns; the printed share is the fastest bare codec's CPU time over the encode's (goal: >= 70%
+for lz4, snappy and zstd; docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def start_session(master: str, events: Path | None, tasks: int | None, driver_me
     cores = int(master[master.index("[") + 1 : -1]) if "[" in master else os.cpu_count() or 2
     conf = {
         "spark.master": master,
-        # Static settings: only honoured when this process starts the JVM (first session).
+        # Static settings: only honoured when this process starts the JVM (its first SparkSession).
         "spark.driver.memory": driver_memory,  # 1g is Spark's default
         "spark.driver.maxResultSize": "1g",
         "spark.ui.enabled": "false",

@@ -1,5 +1,6 @@
 """Workload W of the benchmarks: 16-byte random keys, 100-byte random values, increasing ms
-timestamps, no headers (the issues' reference workload), built without a per-record loop."""
+timestamps, no headers (the reference workload of docs/benchmarks.md), built without a
+per-record loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Index verification and rebuild (issue 9): every status from a constructed case, read-only
+"""Index verification and rebuild: every status from a constructed case, read-only
 verify, idempotent and kill-safe rebuild, and the real-broker fixtures (§3.5, §6, §15)."""
 
 from __future__ import annotations

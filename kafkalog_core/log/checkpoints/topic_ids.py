@@ -1,4 +1,4 @@
-"""Topic ids: Kafka's Uuid strings, usable ids, name-derived ids (§9, issue 12).
+"""Topic ids: Kafka's Uuid strings, usable ids, name-derived ids (§9).
 
 `topic_id_to_str` / `topic_id_from_str` are Kafka's Uuid.toString / fromString (base64url, 22
 characters); `topic_id_for_name` gives the fixed, name-derived id two runs of the same input
