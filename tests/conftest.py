@@ -66,3 +66,18 @@ def kafka_client():
     except kafka_oracle.OracleUnavailable as e:
         pytest.fail(str(e), pytrace=False)
     return kafka_oracle
+
+
+@pytest.fixture(scope="session")
+def demo_run(spark, tmp_path_factory):
+    """One run of the demo for the whole test run: (result, printed lines, output root).
+
+    The output root's parent holds only the demo's log dir (`demo-output`) and its meta area
+    beside it. Read-only for its users: a test that changes files works on a copy.
+    """
+    from jobs import demo
+
+    output = tmp_path_factory.mktemp("demo") / "demo-output"
+    lines: list[str] = []
+    result = demo.run_demo(spark, output, out=lines.append)
+    return result, lines, output

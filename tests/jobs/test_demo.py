@@ -1,4 +1,6 @@
-"""The demo job (README's first command): what it writes, what it prints, how it re-runs."""
+"""The demo job (README's first command): what it writes, what it prints, how it re-runs.
+
+The run itself is the `demo_run` fixture (tests/conftest.py), which the docs' tests share."""
 
 from __future__ import annotations
 
@@ -25,15 +27,6 @@ ROOT_FILES = {
     "meta.properties",
 }
 CODEC = {"gzip": 1, "zstd": 4}  # the batch attributes codec ids
-
-
-@pytest.fixture(scope="module")
-def demo_run(spark, tmp_path_factory):
-    """One demo run for the module: (result, printed lines, output root)."""
-    output = tmp_path_factory.mktemp("demo") / "logs"
-    lines: list[str] = []
-    result = demo.run_demo(spark, output, out=lines.append)
-    return result, lines, output
 
 
 def read_partition(pdir: Path) -> list:
