@@ -220,7 +220,7 @@ class SourceRead:
 
 
 def delta_reader_for(spark: SparkSession, spec: SourceSpec) -> str:
-    """'spark' or 'delta-rs': which Delta reader this spec uses in this session."""
+    """'spark' or 'delta-rs': which Delta reader this spec uses in this SparkSession."""
     if spec.delta_reader == "spark":
         if not has_delta_extension(spark):
             raise ConfigError(

@@ -344,7 +344,7 @@ class PartitionLog(PartitionLogAppends, PartitionLogReads):
         if self._closed:
             return
         for seg in self._segments:
-            seg.close(fsync=fsync)  # rolled segments written in this session are fsynced too
+            seg.close(fsync=fsync)  # rolled segments written since the open are fsynced too
         if self._epoch_dirty:
             self.leader_epoch_cache.write(sync=fsync)
             self._epoch_dirty = False
