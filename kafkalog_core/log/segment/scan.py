@@ -118,6 +118,10 @@ class SegmentScan:
     index_positions: np.ndarray  # ... and batch start positions
     walk_timestamps: np.ndarray  # time-index entries written during the walk ...
     walk_offsets: np.ndarray  # ... (without the final entry, see `time_index_entries`)
+    batch_positions: np.ndarray  # every valid batch: its start position ...
+    batch_base_offsets: np.ndarray  # ... its base offset ...
+    batch_last_offsets: np.ndarray  # ... its last offset ...
+    batch_max_timestamps: np.ndarray  # ... and its max timestamp (what index lookups rely on)
     max_timestamp: int
     offset_of_max_timestamp: int
     next_offset: int  # last valid offset + 1 (the base offset when no batch is valid)
@@ -277,6 +281,10 @@ def _walk(
     positions: list[int] = []
     stamps: list[int] = []
     stamp_offsets: list[int] = []
+    batch_positions: list[int] = []
+    batch_bases: list[int] = []
+    batch_lasts: list[int] = []
+    batch_stamps: list[int] = []
     aborted_txns: list[AbortedTxn] = []
     max_ts, max_off = NO_TIMESTAMP, base
     last_index_ts = NO_TIMESTAMP
@@ -347,6 +355,10 @@ def _walk(
                     stamp_offsets.append(max_off)
                     last_index_ts = max_ts
                 last_index_entry = valid
+            batch_positions.append(valid)
+            batch_bases.append(bo)
+            batch_lasts.append(last_offset)
+            batch_stamps.append(batch_max_ts)
             valid += total
             count += 1
             prev_last = last_offset
@@ -377,6 +389,10 @@ def _walk(
         index_positions=np.asarray(positions, np.int64),
         walk_timestamps=np.asarray(stamps, np.int64),
         walk_offsets=np.asarray(stamp_offsets, np.int64),
+        batch_positions=np.asarray(batch_positions, np.int64),
+        batch_base_offsets=np.asarray(batch_bases, np.int64),
+        batch_last_offsets=np.asarray(batch_lasts, np.int64),
+        batch_max_timestamps=np.asarray(batch_stamps, np.int64),
         max_timestamp=max_ts,
         offset_of_max_timestamp=max_off,
         next_offset=next_offset,
