@@ -226,6 +226,7 @@ def scan_segment(
     leader_epoch_cache: Any = None,
     check_offsets: bool = False,
     min_offset: int | None = None,
+    overflow_ok: bool = False,
 ) -> SegmentScan:
     """Walk a .log the way recovery does and return what recovery would build (§3.5).
 
@@ -238,7 +239,8 @@ def scan_segment(
     `check_offsets` (stricter than Kafka's recovery, which only checks CRC and sizes) also stops
     at a batch whose offsets do not increase: below `min_offset` (default: the base offset) or
     not above the previous batch's last offset. Raises LogSegmentOffsetOverflowError for a batch
-    whose offset does not fit the segment (Kafka splits such a segment).
+    whose offset does not fit the segment (Kafka splits such a segment), unless `overflow_ok`
+    (the walk that plans the split: such batches are walked like the others).
     """
     path = Path(log_path)
     base = offset_from_file_name(path.name) if base_offset is None else int(base_offset)
@@ -259,6 +261,7 @@ def scan_segment(
             leader_epoch_cache,
             check_offsets,
             base if min_offset is None else min_offset,
+            overflow_ok,
         )
     finally:
         if own_fd:
@@ -275,6 +278,7 @@ def _walk(
     epoch_cache: Any,
     check_offsets: bool,
     min_offset: int,
+    overflow_ok: bool,
 ) -> SegmentScan:
     """The header walk over large chunks: CRC, index entries, epochs, txns."""
     offsets: list[int] = []
@@ -340,7 +344,7 @@ def _walk(
                 )
                 break
             relative = last_offset - base
-            if relative < 0 or relative > INT32_MAX:
+            if (relative < 0 or relative > INT32_MAX) and not overflow_ok:
                 raise LogSegmentOffsetOverflowError(
                     f"Detected offset overflow at offset {last_offset} in segment "
                     f"{path} (position {p})"
