@@ -73,7 +73,9 @@ def expect_split(d: Path, first: int, last: int, original: list) -> None:
 
 
 @pytest.mark.parametrize("where", ["last", "middle", "first batch"])
-def test_a_raised_base_offset_is_split_off_and_nothing_is_lost(pdir: Path, where: str) -> None:
+def test_a_raised_base_offset_is_split_off_and_nothing_is_lost(
+    pdir: Path, where: str, kafka_client
+) -> None:
     original = records(pdir)
     logs = sorted(pdir.glob("*.log"))
     log = logs[-1] if where == "last" else logs[2]
@@ -89,6 +91,8 @@ def test_a_raised_base_offset_is_split_off_and_nothing_is_lost(pdir: Path, where
     done = rebuild_partition(pdir, INTERVAL)
     assert any("split" in a for a in done.actions)
     expect_split(pdir, first, last, original)
+    read = kafka_client.kafka_client_read(pdir)  # Kafka's client reads every segment, too
+    assert [(r.offset, r.value) for r in read.records] == records(pdir)
     again = checksums(pdir)
     second = rebuild_partition(pdir, INTERVAL)
     assert not second.actions and {r["action"] for r in second.to_rows()} == {"none"}
