@@ -7,15 +7,19 @@
 From a notebook: `jobs.rebuild_index.run(spark, "/data/kafka-logs", mode="verify")`.
 
 `verify` changes no byte. Per segment it checks the batches (CRC, sizes, increasing offsets,
-magic) and compares .index/.timeindex/.txnindex with what recovery would build: ok, missing,
-zero-padded, wrong entries, corrupt tail; a 2.x broker's record-level time index is
-"equivalent". It exits 1 when it finds anything to fix.
+magic, offsets that fit the segment) and judges .index/.timeindex the way a broker does, by
+their lookups: an index whose every lookup lands right is ok at whatever spacing it was written
+(a broker's topic with another index.interval.bytes, a copy without its history, a 2.x broker's
+record-level time index); the `note` column says when recovery would space it differently.
+The .txnindex has one right content. Statuses: ok, missing, zero-padded, wrong entries,
+corrupt tail, offset overflow. It exits 1 when it finds anything to fix.
 
-`rebuild` rewrites what needs it, each index atomically. A corrupt tail is moved into a
-`.quarantine` file next to its segment (segments after it are quarantined whole, as Kafka's
-recovery would delete them), never simply deleted; producer snapshots and leader-epoch entries
-above the new log end offset go, as a broker's recovery leaves them. Every step is safe to kill
-and a re-run finishes the job.
+`rebuild` rewrites what needs it (every index with `--all`), each index atomically. A segment
+whose offsets overflow it is split as a broker's load splits it (`.cleaned` -> `.swap`). A
+corrupt tail is moved into a `.quarantine` file next to its segment (segments after it are
+quarantined whole, as Kafka's recovery would delete them), never simply deleted; producer
+snapshots and leader-epoch entries above the new log end offset go, as a broker's recovery
+leaves them. Every step is safe to kill and a re-run finishes the job.
 
 Work is dealt to tasks by partition, weighted by bytes (`segment_sizes`: listed by the driver
 for a few hundred partitions, by a first pass in the tasks above that);
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.ingestion.commit.publish import recover_interrupted_publish
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -74,6 +79,7 @@ REPORT_SCHEMA = pa.schema(
         ("bytes_after_bad", pa.int64()),
         ("after_corrupt_segment", pa.bool_()),
         ("problem", pa.string()),
+        ("note", pa.string()),
         ("bytes_quarantined", pa.int64()),
         ("quarantine_file", pa.string()),
         ("action", pa.string()),
@@ -177,6 +183,12 @@ def run(
     )
     options = IndexJobOptions(str(setup.root), mode, rebuild_all, quarantine_suffix)
     with maintenance_lock(setup.root, setup.run_id, read_only=mode == "verify", out=out):
+        if mode == "rebuild":
+            # an ingest publish a kill interrupted leaves `.cleaned`/`.swap` files that only its
+            # journal can finish: a rebuild must not take them for a split of its own
+            recovered = recover_interrupted_publish(setup.root)
+            if recovered:
+                out(f"kafkalog: an interrupted ingest publish was {recovered} first")
         units = [
             r.unit(index_interval_bytes=setup.configs[r.topic].config.index_interval_bytes)
             for r in setup.refs
@@ -217,6 +229,12 @@ def summarize(rows: pa.Table, root: Path, mode: str, run_id: str) -> tuple[str, 
     ]
     for text, n in sorted(statuses.items()):
         lines.append(f"  {n} x {text}")
+    noted = sum(1 for r in records if r["note"])
+    if noted:
+        lines.append(
+            f"  {noted} segments with indexes spaced otherwise than index.interval.bytes "
+            "(every lookup right: ok, see the note column)"
+        )
     quarantined = [r for r in records if r["bytes_quarantined"]]
     for r in quarantined:
         lines.append(

@@ -303,3 +303,13 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
                 control = control_type_of(memoryview(seg.read_batch_bytes(header)), header)
             tracker.on_batch(header, control)
         tracker.map_end_offset = header.last_offset + 1
+
+
+def complete_interrupted_swaps(dir: Path) -> LoadReport:
+    """Passes 1-3 alone, as a broker's load starts: `.deleted` files go, a replacement killed
+    while any `.cleaned` remained is rolled back, one whose files all reached `.swap` is
+    completed. For jobs that replace segments (a split) and must finish or undo a killed run
+    before they look at the partition."""
+    loader = LogLoader(dir, None, 0, 0, clean=True)
+    loader._remove_temp_files_and_complete_swaps()
+    return loader.report

@@ -1,6 +1,9 @@
-"""Rebuild what `verify` finds wrong: indexes written atomically, corrupt tails quarantined.
+"""Rebuild what `verify` finds wrong: indexes written atomically, corrupt tails quarantined,
+segments whose offsets overflow them split.
 
 Safe to kill at any point and idempotent:
+- a split goes through `.cleaned` -> `.swap` (`split.py`); the next run finishes or rolls back
+  a killed one first, as a broker's load would;
 - every index is written to `<name>.tmp`, fsynced and renamed over the old one;
 - a corrupt tail is copied into `<segment>.log.quarantine` (fsynced, renamed into place) BEFORE
   the .log is truncated; a re-run after a kill between the two finds its own copy (same bytes)
@@ -32,17 +35,21 @@ from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
 )
+from kafkalog_core.log.log_loader import complete_interrupted_swaps
 from kafkalog_core.log.names import (
+    CLEANED_FILE_SUFFIX,
     INDEX_SUFFIXES,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     TMP_FILE_SUFFIX,
     quarantine_file_name,
     quarantine_files,
     unfinished_write_of,
 )
 from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES, TxnTracker
+from kafkalog_core.maintenance.split import copy_range, plan_split, same_bytes, split_segment
 from kafkalog_core.maintenance.verify import (
     CORRUPT_TAIL,
     OFFSET_OVERFLOW,
@@ -55,20 +62,6 @@ from kafkalog_core.maintenance.verify import (
 
 QUARANTINE_SUFFIX = QUARANTINE_FILE_SUFFIX  # this module's name for it, kept for its importers
 _COPY_CHUNK = 8 << 20
-
-
-def _same_bytes(path: Path, fd: int, position: int, length: int) -> bool:
-    """Whether `path` holds exactly the `length` bytes of `fd` from `position`."""
-    if path.stat().st_size != length:
-        return False
-    with open(path, "rb") as f:
-        done = 0
-        while done < length:
-            want = min(_COPY_CHUNK, length - done)
-            if f.read(want) != os.pread(fd, want, position + done):
-                return False
-            done += want
-    return True
 
 
 def _all_zero(fd: int, position: int, length: int) -> bool:
@@ -106,18 +99,11 @@ def quarantine_tail(log_path: Path, position: int, suffix: str = QUARANTINE_SUFF
         for target in _quarantine_names(log_path, suffix):
             if not target.exists():
                 tmp = target.with_name(target.name + ".tmp")
-                with open(tmp, "wb") as out:
-                    done = 0
-                    while done < length:
-                        chunk = os.pread(fd, min(_COPY_CHUNK, length - done), position + done)
-                        out.write(chunk)
-                        done += len(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
+                copy_range(fd, position, length, tmp)
                 os.replace(tmp, target)
                 fsync_dir(log_path.parent)
                 break
-            if _same_bytes(target, fd, position, length):
+            if same_bytes(target, fd, position, length):
                 break  # our own copy from a run killed before the truncate
         _truncate(fd, position)
     finally:
@@ -179,7 +165,7 @@ def _write_index(check: IndexCheck, rebuild_all: bool) -> bool:
 def _apply(v: SegmentVerification, rebuild_all: bool, suffix: str) -> SegmentVerification:
     """Quarantine the corrupt tail of one verified segment, then write its indexes."""
     if v.log_status == OFFSET_OVERFLOW or v.scan is None:
-        v.action = "none: offsets overflow the segment (needs a segment split)"
+        v.action = "none: offsets overflow the segment (rebuild_partition splits it)"
         return v
     actions = []
     if v.log_status == CORRUPT_TAIL:
@@ -218,6 +204,74 @@ def rebuild_segment(
     return v
 
 
+def _finish_interrupted_split(partition_dir: Path) -> list[str]:
+    """Complete (all of its files reached `.swap`) or roll back (a `.cleaned` remains) a split a
+    kill interrupted, as a broker's load would (§6 passes 1-3). Only when one is pending: the
+    same passes delete other writers' leftovers, which rebuild otherwise leaves alone."""
+    if not any(
+        p.name.endswith((CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)) for p in partition_dir.iterdir()
+    ):
+        return []
+    report = complete_interrupted_swaps(partition_dir)
+    return [f"deleted {name} (an interrupted split or clean)" for name in report.deleted_files] + [
+        f"completed the swap of {name}" for name in report.swaps_completed
+    ]
+
+
+def _offset_ranges(segments: list[SegmentVerification], skip: int) -> list[tuple[int, int]]:
+    """[base, next) of every segment but `segments[skip]`; one whose offsets are unknown (it
+    overflows too) is taken to reach the next segment."""
+    ranges = []
+    for k, s in enumerate(segments):
+        if k == skip:
+            continue
+        if s.scan is not None:
+            end = s.scan.next_offset
+        else:
+            end = segments[k + 1].base_offset if k + 1 < len(segments) else s.base_offset + 1
+        ranges.append((s.base_offset, end))
+    return ranges
+
+
+def _split_overflowing(
+    pv: PartitionVerification, index_interval_bytes: int, suffix: str
+) -> PartitionVerification:
+    """Split each segment whose offsets overflow it, the last one first (so the segments after
+    it are known), the way a broker's load does; then verify the partition again. Batches no
+    piece can hold are a corrupt tail: quarantined with the segments after it, as recovery
+    would drop them."""
+    actions = list(pv.actions)
+    for _ in range(len(pv.segments)):
+        over = [
+            k
+            for k, v in enumerate(pv.segments)
+            if v.log_status == OFFSET_OVERFLOW and not v.after_corrupt_segment
+        ]
+        if not over:
+            break
+        k = over[-1]
+        v = pv.segments[k]
+        plan = plan_split(v.log_path, _offset_ranges(pv.segments, k))
+        while plan.tail_bytes:
+            for later in reversed(pv.segments[k + 1 :]):
+                if later.log_path.exists():
+                    target = quarantine_whole(later.log_path, suffix)
+                    actions.append(f"quarantined {later.log_path.name} whole to {target.name}")
+            target = quarantine_tail(v.log_path, plan.valid_bytes, suffix)
+            if target is None:
+                actions.append(f"cut {plan.tail_bytes} zero bytes (preallocated tail)")
+            else:
+                actions.append(
+                    f"quarantined {plan.tail_bytes} tail bytes of {v.log_path.name} to "
+                    f"{target.name} ({plan.stop})"
+                )
+            plan = plan_split(v.log_path, _offset_ranges(pv.segments[: k + 1], k))
+        actions += split_segment(plan)
+        pv = verify_partition(pv.dir, index_interval_bytes)
+    pv.actions = actions
+    return pv
+
+
 def rebuild_partition(
     partition_dir: str | os.PathLike[str],
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -225,13 +279,16 @@ def rebuild_partition(
     rebuild_all: bool = False,
     quarantine_suffix: str = QUARANTINE_SUFFIX,
 ) -> PartitionVerification:
-    """`rebuild_segment` for a whole partition, the way a broker's recovery leaves it (§6):
-    segments after a corrupt one quarantined whole (Kafka deletes them), producer snapshots
+    """`rebuild_segment` for a whole partition, the way a broker's load leaves it (§6): a
+    segment whose offsets overflow it split (`split.py`), segments after a corrupt one
+    quarantined whole (Kafka deletes them), producer snapshots
     above the new log end offset deleted, leader-epoch entries at or after it dropped
     (truncateFromEnd), orphan index files and what a killed rebuild left half-written deleted."""
     removed = remove_unfinished_writes(Path(partition_dir), quarantine_suffix)
+    removed += _finish_interrupted_split(Path(partition_dir))
     pv = verify_partition(partition_dir, index_interval_bytes)
     pv.actions.extend(removed)
+    pv = _split_overflowing(pv, index_interval_bytes, quarantine_suffix)
     # later segments first: a kill then still leaves the corrupt segment to be found next run
     for v in reversed(pv.segments):
         if v.after_corrupt_segment:

@@ -210,3 +210,29 @@ def test_spark_submit_demo_end_to_end(tmp_path):
         if line.strip() and not line.startswith("WARNING: Using incubator modules")
     ]
     assert noise == []
+
+
+def _partition_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.glob("*-*/*")) if p.is_file()
+    }
+
+
+@pytest.mark.spark
+def test_the_demo_output_verifies_clean_with_and_without_its_history(spark, demo_run, tmp_path):
+    """rebuild-index finds nothing to fix in the demo's fresh output, judged at its topics'
+    recorded settings or, copied without its ingest history, at Kafka's defaults; a rebuild
+    then leaves every file as it is."""
+    from jobs import rebuild_index
+
+    _, _, output = demo_run
+    quiet = {"out": lambda _line: None}
+    assert rebuild_index.run(spark, str(output), **quiet).problems == 0
+    copy = tmp_path / "copied" / "logs"
+    shutil.copytree(output, copy)
+    verified = rebuild_index.run(spark, str(copy), **quiet)
+    assert verified.problems == 0
+    assert {r["index_status"] for r in verified.rows.to_pylist()} == {"ok"}
+    before = _partition_files(copy)
+    rebuild_index.run(spark, str(copy), mode="rebuild", **quiet)
+    assert _partition_files(copy) == before

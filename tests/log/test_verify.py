@@ -19,7 +19,6 @@ from kafkalog_core.maintenance import rebuild as rebuild_module
 from kafkalog_core.maintenance.rebuild import rebuild_partition, rebuild_segment
 from kafkalog_core.maintenance.verify import (
     CORRUPT_TAIL,
-    EQUIVALENT,
     MISSING,
     OK,
     WRONG_ENTRIES,
@@ -63,11 +62,13 @@ def statuses(d: Path) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def test_written_partition_is_ok_and_a_wrong_interval_is_not(pdir: Path) -> None:
+def test_written_partition_is_ok_whatever_interval_it_is_judged_at(pdir: Path) -> None:
     assert set(statuses(pdir)) == {(OK, OK, OK, OK)}
     assert verify_partition(pdir, INTERVAL).is_ok
-    other = verify_segment(logs(pdir)[0], 4096)
-    assert other.index.status == WRONG_ENTRIES  # the check depends on index.interval.bytes
+    assert not any(r["note"] for r in verify_partition(pdir, INTERVAL).to_rows())
+    other = verify_segment(logs(pdir)[0], 4096)  # recovery at 4096 would write fewer entries
+    assert other.is_ok and other.index.status == OK
+    assert "index.interval.bytes=4096" in other.to_dict()["note"]
 
 
 def test_missing_zero_padded_and_wrong_entries(pdir: Path) -> None:
@@ -327,8 +328,9 @@ def test_broker_segments_rebuilt_byte_for_byte(fixtures_dir: Path, tmp_path: Pat
     in_place = verify_partition(src, 4096)  # read-only: works on the fixture itself
     assert checksums(src) == before
     assert {r["index_status"] for r in in_place.to_rows()} == {OK}
-    time_statuses = [r["time_index_status"] for r in in_place.to_rows()]
-    assert set(time_statuses) <= {OK, EQUIVALENT} and EQUIVALENT in time_statuses
+    assert {r["time_index_status"] for r in in_place.to_rows()} == {OK}
+    # the 2.x record-level time-index offsets differ from recovery's: noted, not a problem
+    assert any(".timeindex" in (r["note"] or "") for r in in_place.to_rows())
     d = copy_writable(src, tmp_path / "test_topic_a-0")
     for p in [*d.glob("*.index"), *d.glob("*.timeindex")]:
         p.unlink()
@@ -337,7 +339,7 @@ def test_broker_segments_rebuilt_byte_for_byte(fixtures_dir: Path, tmp_path: Pat
     for p in sorted(src.glob("*.index")):
         assert (d / p.name).read_bytes() == p.read_bytes(), p.name
     assert verify_partition(d, 4096).is_ok
-    # a broker time index: identical timestamps, record-level offsets accepted as equivalent
+    # a broker time index: identical timestamps, record-level offsets accepted as they are
     for p in sorted(src.glob("*.timeindex")):
         rebuilt, broker = (d / p.name).read_bytes(), p.read_bytes()
         assert len(rebuilt) == len(broker)

@@ -118,6 +118,10 @@ class SegmentScan:
     index_positions: np.ndarray  # ... and batch start positions
     walk_timestamps: np.ndarray  # time-index entries written during the walk ...
     walk_offsets: np.ndarray  # ... (without the final entry, see `time_index_entries`)
+    batch_positions: np.ndarray  # every valid batch: its start position ...
+    batch_base_offsets: np.ndarray  # ... its base offset ...
+    batch_last_offsets: np.ndarray  # ... its last offset ...
+    batch_max_timestamps: np.ndarray  # ... and its max timestamp (what index lookups rely on)
     max_timestamp: int
     offset_of_max_timestamp: int
     next_offset: int  # last valid offset + 1 (the base offset when no batch is valid)
@@ -222,6 +226,7 @@ def scan_segment(
     leader_epoch_cache: Any = None,
     check_offsets: bool = False,
     min_offset: int | None = None,
+    overflow_ok: bool = False,
 ) -> SegmentScan:
     """Walk a .log the way recovery does and return what recovery would build (§3.5).
 
@@ -234,7 +239,8 @@ def scan_segment(
     `check_offsets` (stricter than Kafka's recovery, which only checks CRC and sizes) also stops
     at a batch whose offsets do not increase: below `min_offset` (default: the base offset) or
     not above the previous batch's last offset. Raises LogSegmentOffsetOverflowError for a batch
-    whose offset does not fit the segment (Kafka splits such a segment).
+    whose offset does not fit the segment (Kafka splits such a segment), unless `overflow_ok`
+    (the walk that plans the split: such batches are walked like the others).
     """
     path = Path(log_path)
     base = offset_from_file_name(path.name) if base_offset is None else int(base_offset)
@@ -255,6 +261,7 @@ def scan_segment(
             leader_epoch_cache,
             check_offsets,
             base if min_offset is None else min_offset,
+            overflow_ok,
         )
     finally:
         if own_fd:
@@ -271,12 +278,17 @@ def _walk(
     epoch_cache: Any,
     check_offsets: bool,
     min_offset: int,
+    overflow_ok: bool,
 ) -> SegmentScan:
     """The header walk over large chunks: CRC, index entries, epochs, txns."""
     offsets: list[int] = []
     positions: list[int] = []
     stamps: list[int] = []
     stamp_offsets: list[int] = []
+    batch_positions: list[int] = []
+    batch_bases: list[int] = []
+    batch_lasts: list[int] = []
+    batch_stamps: list[int] = []
     aborted_txns: list[AbortedTxn] = []
     max_ts, max_off = NO_TIMESTAMP, base
     last_index_ts = NO_TIMESTAMP
@@ -332,7 +344,7 @@ def _walk(
                 )
                 break
             relative = last_offset - base
-            if relative < 0 or relative > INT32_MAX:
+            if (relative < 0 or relative > INT32_MAX) and not overflow_ok:
                 raise LogSegmentOffsetOverflowError(
                     f"Detected offset overflow at offset {last_offset} in segment "
                     f"{path} (position {p})"
@@ -347,6 +359,10 @@ def _walk(
                     stamp_offsets.append(max_off)
                     last_index_ts = max_ts
                 last_index_entry = valid
+            batch_positions.append(valid)
+            batch_bases.append(bo)
+            batch_lasts.append(last_offset)
+            batch_stamps.append(batch_max_ts)
             valid += total
             count += 1
             prev_last = last_offset
@@ -377,6 +393,10 @@ def _walk(
         index_positions=np.asarray(positions, np.int64),
         walk_timestamps=np.asarray(stamps, np.int64),
         walk_offsets=np.asarray(stamp_offsets, np.int64),
+        batch_positions=np.asarray(batch_positions, np.int64),
+        batch_base_offsets=np.asarray(batch_bases, np.int64),
+        batch_last_offsets=np.asarray(batch_lasts, np.int64),
+        batch_max_timestamps=np.asarray(batch_stamps, np.int64),
         max_timestamp=max_ts,
         offset_of_max_timestamp=max_off,
         next_offset=next_offset,

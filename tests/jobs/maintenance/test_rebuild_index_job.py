@@ -4,7 +4,6 @@ converges, the real-broker fixtures (no indexes; a 2.x broker's byte-exact .inde
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -12,8 +11,14 @@ import pytest
 
 import jobs.rebuild_index as index_job
 import jobs.retention as retention_job
+from jobs.ingestion.commit.plan import plan_publish
+from jobs.ingestion.commit.publish import publish
+from jobs.ingestion.commit.state import scan_existing_state
+from jobs.ingestion.run.history import IngestHistory
 from jobs.maintenance.common import plan_slices
 from jobs.maintenance.report import read_report
+from tests.jobs.commit_helpers import stage_range
+from tests.killer import Killer
 from tests.log.test_broker_fixtures import copy_writable
 from tests.log.test_recovery import write_log
 
@@ -94,28 +99,6 @@ def test_rebuild_fixes_quarantines_and_is_idempotent(spark, damaged: Path) -> No
     before = _checksums(damaged)
     _quiet(spark, damaged, mode="rebuild", topic_config=conf)
     assert _checksums(damaged) == before
-
-
-_STEPS = ("replace", "rename", "ftruncate", "truncate", "unlink")
-
-
-class Killer:
-    """Counts the file-system steps (os.replace/rename/ftruncate/truncate/unlink) and raises
-    before step `after + 1`: a kill at that point."""
-
-    def __init__(self, monkeypatch, after: int) -> None:
-        self.calls, self.after = 0, after
-        for name in _STEPS:
-            monkeypatch.setattr(os, name, self._wrap(name, getattr(os, name)))
-
-    def _wrap(self, name, original):
-        def step(*args, **kwargs):
-            self.calls += 1
-            if self.calls > self.after:
-                raise KeyboardInterrupt(f"killed before {name}")
-            return original(*args, **kwargs)
-
-        return step
 
 
 def test_a_kill_at_any_step_of_a_rebuild_converges(
@@ -230,3 +213,27 @@ def test_retention_finds_what_a_rebuild_with_another_suffix_quarantined(damaged:
         options = retention_job.RetentionOptions(str(damaged), 0, False, quarantine_suffix=suffix)
         listed = retention_job.retention_task(options)(unit)
         assert [r["file"] for r in listed if r["kind"] == "quarantine"] == found, suffix
+
+
+def test_a_rebuild_finishes_an_interrupted_ingest_publish_first(spark, tmp_path: Path) -> None:
+    """A publish killed after moving a staged segment in as `.cleaned`: the rebuild completes
+    it from its journal (a split's roll-back would have deleted the moved-in segment)."""
+    root = tmp_path / "logs"
+    r1 = [stage_range(root, "r1", "orders", 0, 0, 0, [3, 4])]
+    publish(plan_publish(r1, {}, output_root=root, run_id="r1"))
+    r2 = [stage_range(root, "r2", "orders", 0, 0, 7, [2, 3])]
+    plan = plan_publish(r2, scan_existing_state(root), output_root=root, run_id="r2")
+
+    def crash(step: str) -> None:
+        if step.startswith("swap:"):
+            raise KeyboardInterrupt(f"killed before {step}")
+
+    with pytest.raises(KeyboardInterrupt):
+        publish(plan, hook=crash)
+    assert list((root / "orders-0").glob("*.cleaned"))
+    lines: list[str] = []
+    result = index_job.run(spark, str(root), mode="rebuild", out=lines.append)
+    assert "kafkalog: an interrupted ingest publish was completed first" in lines
+    assert IngestHistory(root).find_run("r2") is not None
+    assert not [p for p in (root / "orders-0").iterdir() if p.suffix in (".cleaned", ".swap")]
+    assert result.rows.num_rows == 4 and _quiet(spark, root).problems == 0
