@@ -24,7 +24,19 @@ kafkalog_ensure_venv() {
   fi
   "$kafkalog_venv/bin/python" -m pip install -q --upgrade pip >&2 || return 1
   "$kafkalog_venv/bin/python" -m pip install -q -e "$kafkalog_root[test]" >&2 || return 1
+  kafkalog_path_repo || return 1
   echo "$want" >"$stamp"
+}
+
+# The repo root on the venv's path (a .pth file), as spark-submit.sh's PYTHONPATH puts it: jobs,
+# kafkalog_core and pyspark_kafkalog import from any directory, in a notebook kernel and in
+# Spark's Python workers alike, and PySpark's data source discovery (pkgutil.iter_modules over
+# sys.path) finds pyspark_kafkalog. setuptools' editable finder imports them too, but is
+# invisible to that discovery.
+kafkalog_path_repo() {
+  local site
+  site="$("$kafkalog_venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")" || return 1
+  echo "$kafkalog_root" >"$site/kafkalog-repo.pth"
 }
 
 # venv-pack2, which packs the executors' environment for non-local masters
