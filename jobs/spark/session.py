@@ -1,5 +1,8 @@
 """One way for every job to get its SparkSession, with the repo's Spark settings applied.
 
+A JVM started here (a notebook, a script) logs as `spark-submit.sh`'s does
+(`jobs.spark.driver_jvm`).
+
 Precedence, lowest first: `conf/spark-defaults.conf` < what spark-submit already set (its
 `--conf`, `--master`, properties file) < `conf_overrides` from the caller. When no master is set
 anywhere (a plain `python jobs/x.py` or a notebook), the session runs `local[*]`.
@@ -17,6 +20,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from jobs.spark.driver_jvm import launch_driver_jvm, stop_driver_jvm
 from kafkalog_core.errors import ConfigError
 from kafkalog_core.properties import read_properties
 
@@ -107,6 +111,7 @@ def get_or_create_session(
 
     conf = resolve_session_conf(read_spark_defaults(), _submitted_conf(), conf_overrides)
     _local_workers_use_this_python(conf)
+    launch_driver_jvm(conf)  # quiet: conf/log4j2.properties, no JVM notice on stderr
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -168,6 +173,7 @@ def exit_driver(code: int) -> NoReturn:
             active = SparkSession.getActiveSession()
             if active is not None:
                 active.stop()
+            stop_driver_jvm()  # a JVM this process started: forward its last lines first
     finally:
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
