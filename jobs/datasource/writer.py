@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from jobs.datasource.slices import LOG
 from jobs.ingestion.commit.plan import RunInfo, plan_publish
 from jobs.ingestion.commit.publish import publish
 from jobs.ingestion.commit.run import open_run, place_staged, segments_to_continue
@@ -329,7 +329,7 @@ def commit_write(
     """
     with open_run(Path(options.root), options.run_id) as run:
         if run.recovered:
-            _say(f"an interrupted publish was {run.recovered}")
+            LOG.warning("kafkalog: an interrupted publish was %s", run.recovered)
         if run.committed:  # a no-op, as for the ingest job; the tasks' staging goes
             shutil.rmtree(staging_root(run.root, options.run_id), ignore_errors=True)
             return None
@@ -369,10 +369,7 @@ def commit_write(
             retired=retired,
         )
         publish(plan)
-    _say(f"run {options.run_id}: {relaid.describe()}")
+    # The commit runs in a Python worker, whose stderr would be a red block under every write
+    # in a notebook: the relayout's summary is a log record, for whoever configures logging.
+    LOG.info("kafkalog: run %s: %s", options.run_id, relaid.describe())
     return relaid
-
-
-def _say(line: str) -> None:
-    """The commit's one line for the user: it runs in a Python worker whose stderr Spark shows."""
-    print(f"kafkalog: {line}", file=sys.stderr, flush=True)
