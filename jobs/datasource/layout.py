@@ -36,6 +36,7 @@ __all__ = [
     "list_partitions",
     "open_partitions",
     "partition_views",
+    "subscribed_partitions",
 ]
 
 SPLIT_BYTES = (
@@ -272,23 +273,29 @@ def _split(seg: LogSegment, first: int, last: int, split_bytes: int) -> Iterable
     return [ByteRange(path, a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
 
-def open_partitions(
+def subscribed_partitions(
     root: str | os.PathLike[str], subscription: Subscription
-) -> list[PartitionView]:
-    """Views of the subscribed partitions of a log dir, sorted by (topic, partition)."""
+) -> dict[TopicPartition, Path]:
+    """The subscribed partition dirs of a log dir, sorted by (topic, partition); an assigned
+    partition without a dir is an error."""
     found = list_partitions(root)
     if subscription.kind == "assign":
         missing = [tp for tp in subscription.assigned if tp not in found]
         if missing:
             names = ", ".join(f"{t}-{p}" for t, p in missing)
             raise LogDirError(f"kafkalog option assign: no partition dir for {names} in {root}")
+    return {tp: found[tp] for tp in sorted(found) if subscription.matches(*tp)}
+
+
+def open_partitions(
+    root: str | os.PathLike[str], subscription: Subscription
+) -> list[PartitionView]:
+    """Views of the subscribed partitions of a log dir, sorted by (topic, partition)."""
+    chosen = subscribed_partitions(root, subscription)
     checkpoint = read_log_start_checkpoint(root)
     return [
-        PartitionView(
-            topic, partition, found[(topic, partition)], checkpoint.get((topic, partition))
-        )
-        for topic, partition in sorted(found)
-        if subscription.matches(topic, partition)
+        PartitionView(topic, partition, directory, checkpoint.get((topic, partition)))
+        for (topic, partition), directory in chosen.items()
     ]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.datasource.schema import RECORDS_VIEW, SEGMENTS_VIEW, VIEW_OPTION, view_of
 from kafkalog_core.errors import ConfigError
 
 __all__ = [
@@ -21,13 +22,18 @@ __all__ = [
     "LATEST",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
+    "RECORDS_VIEW",
+    "SEGMENTS_VIEW",
     "DataSourceOptionError",
     "OffsetBound",
     "ReadOptions",
+    "SegmentsOptions",
     "Subscription",
     "offsets_from_json",
     "offsets_json",
     "parse_read_options",
+    "parse_segments_options",
+    "read_view",
 ]
 
 TopicPartition = tuple[str, int]
@@ -54,6 +60,7 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 INCLUDE_HEADERS = "includeHeaders"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
 MIN_PARTITIONS = "minPartitions"
+VIEW = VIEW_OPTION  # kafkalog's own: what a row is (RECORDS_VIEW, SEGMENTS_VIEW)
 
 _KNOWN = {
     name.lower(): name
@@ -74,6 +81,7 @@ _KNOWN = {
         INCLUDE_HEADERS,
         MAX_OFFSETS_PER_TRIGGER,
         MIN_PARTITIONS,
+        VIEW,
     )
 }
 # Spark's Kafka source passes consumer settings as `kafka.<name>`; this one has a meaning here.
@@ -279,15 +287,32 @@ def _timestamp_bound(options: dict[str, str], single: str, by_partition: str) ->
     return None
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
-    """Check every option once and return them typed (DataSourceOptionError otherwise)."""
-    opts = _canonical(options)
+def read_view(options: Mapping[str, str]) -> str:
+    """The `view` option: RECORDS_VIEW (the default) or SEGMENTS_VIEW."""
+    view = view_of(options)
+    if view not in (RECORDS_VIEW, SEGMENTS_VIEW):
+        raise _bad(VIEW, view, f"must be {RECORDS_VIEW} or {SEGMENTS_VIEW}")
+    return view
+
+
+def _path(opts: dict[str, str]) -> str:
     path = opts.get(PATH)
     if not path:
         raise DataSourceOptionError(
             "kafkalog: no log dir given: use load(<log dir>) or option('path', <log dir>)"
         )
+    return path
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """Check every option once and return them typed (DataSourceOptionError otherwise)."""
+    opts = _canonical(options)
+    path = _path(opts)
     if streaming:
+        if read_view(opts) != RECORDS_VIEW:
+            raise _bad(
+                VIEW, opts[VIEW], "a stream reads records; read the segments view with spark.read"
+            )
         if ENDING_OFFSETS in opts or ENDING_TIMESTAMP in opts or ENDING_BY_TIMESTAMP in opts:
             ending_given = next(
                 n for n in (ENDING_OFFSETS, ENDING_TIMESTAMP, ENDING_BY_TIMESTAMP) if n in opts
@@ -326,6 +351,28 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         min_partitions=_positive_int(opts, MIN_PARTITIONS),
         starting_timestamp_strategy=strategy,
     )
+
+
+@dataclass(frozen=True)
+class SegmentsOptions:
+    path: str
+    subscription: Subscription
+
+
+def parse_segments_options(options: Mapping[str, str]) -> SegmentsOptions:
+    """The segments view's options: the path and which partitions (every one when no
+    subscribe / subscribePattern / assign is given); the offset and record options do not apply."""
+    opts = _canonical(options)
+    path = _path(opts)
+    if read_view(opts) != SEGMENTS_VIEW:
+        raise _bad(VIEW, opts.get(VIEW, RECORDS_VIEW), f"expected {SEGMENTS_VIEW}")
+    allowed = {PATH, VIEW, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN}
+    extra = sorted(set(opts) - allowed)
+    if extra:
+        raise _bad(extra[0], opts[extra[0]], f"does not apply to the {SEGMENTS_VIEW} view")
+    if not {SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN} & set(opts):
+        return SegmentsOptions(path, Subscription(SUBSCRIBE_PATTERN, pattern=re.compile(".*")))
+    return SegmentsOptions(path, _subscription(opts))
 
 
 def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -1,10 +1,12 @@
-"""Spark's Kafka source schema as DDL: all that `DataSource.schema()` needs.
+"""The schemas of `format("kafkalog")`'s two views as DDL: all that `DataSource.schema()` needs.
 
 Kept free of heavy imports: Spark calls `schema()` in a fresh Python worker on every
 `load()`, so what this module pulls in is paid once per query.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 # Spark's Kafka source schema, column for column
 KAFKA_SCHEMA_DDL = (
@@ -14,5 +16,37 @@ KAFKA_SCHEMA_DDL = (
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
 
+def view_of(options: Mapping[str, str]) -> str:
+    """The `view` option as given (names match without case), RECORDS_VIEW when absent."""
+    given = next((v for k, v in options.items() if k.lower() == VIEW_OPTION), RECORDS_VIEW)
+    return str(given).strip().lower()
+
+
 def kafka_schema_ddl(include_headers: bool) -> str:
     return f"{KAFKA_SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else KAFKA_SCHEMA_DDL
+
+
+VIEW_OPTION = "view"  # what a row is: a record (the default, the Kafka source's) or a segment
+RECORDS_VIEW = "records"
+SEGMENTS_VIEW = "segments"  # jobs/datasource/segments.py
+
+# The segments view (jobs/datasource/segments.py), one row per segment, in Kafka's terms:
+# nextOffset is the offset after its last batch (its base offset when empty), size the bytes of
+# its .log, firstBatchTimestamp the first batch's max timestamp (what segment.ms rolls on),
+# maxTimestamp the largest (what retention.ms deletes on), and the two index entry counts are
+# null where the index file is missing.
+SEGMENTS_COLUMNS = (
+    ("topic", "string"),
+    ("partition", "int"),
+    ("baseOffset", "long"),
+    ("nextOffset", "long"),
+    ("size", "long"),
+    ("batches", "long"),
+    ("records", "long"),
+    ("firstBatchTimestamp", "timestamp"),
+    ("maxTimestamp", "timestamp"),
+    ("lastModified", "timestamp"),
+    ("offsetIndexEntries", "int"),
+    ("timeIndexEntries", "int"),
+)
+SEGMENTS_SCHEMA_DDL = ", ".join(f"{name} {kind}" for name, kind in SEGMENTS_COLUMNS)

@@ -15,24 +15,34 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.datasource.schema import kafka_schema_ddl
+from jobs.datasource.schema import SEGMENTS_SCHEMA_DDL, SEGMENTS_VIEW, kafka_schema_ddl, view_of
 
 __all__ = ["KafkaLogDataSource"]
 
 
 class KafkaLogDataSource(DataSource):
-    """Reads (batch and streaming) and writes Kafka log dirs; options as Spark's Kafka source."""
+    """Reads (batch and streaming) and writes Kafka log dirs; options as Spark's Kafka source.
+
+    `option("view", "segments")` reads a row per segment instead of a row per record.
+    """
 
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
 
     def schema(self) -> str:
+        if view_of(self.options) == SEGMENTS_VIEW:
+            return SEGMENTS_SCHEMA_DDL  # (reader() refuses a view it does not know)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return kafka_schema_ddl(include)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from jobs.datasource.options import parse_read_options
+        from jobs.datasource.options import parse_read_options, parse_segments_options, read_view
+
+        if read_view(self.options) == SEGMENTS_VIEW:
+            from jobs.datasource.segments import SegmentsReader
+
+            return SegmentsReader(parse_segments_options(self.options))
         from jobs.datasource.reader import (
             KafkaLogFilteringReader,
             KafkaLogReader,

@@ -58,8 +58,9 @@ def _heavy(modules: list[str]) -> list[str]:
     return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
 
 
-def test_schema_worker_imports_only_the_schema() -> None:
-    new = _new_modules("create_data_source", {"includeHeaders": "true"}, "source.schema()")
+@pytest.mark.parametrize("options", [{"includeHeaders": "true"}, {"view": "segments"}])
+def test_schema_worker_imports_only_the_schema(options: dict[str, str]) -> None:
+    new = _new_modules("create_data_source", options, "source.schema()")
     ours = {m for m in new if m.split(".")[0] in ("jobs", "kafkalog_core", "pyspark_kafkalog")}
     assert ours == {
         "jobs",
