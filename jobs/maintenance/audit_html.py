@@ -21,19 +21,28 @@ MAX_BARS = 60  # dirty-ratio bars: the partitions with the highest ratios beyond
 def _png(fig) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure(width: float, height: float):
+    """A figure and its axes that belong to the caller alone.
+
+    Made through pyplot, which sets up a notebook's inline display, and closed there at once:
+    an open pyplot figure is drawn again under whichever cell ends next, so a notebook would
+    show each chart twice.
+    """
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(width, height))
     plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return fig, ax
 
 
 def dirty_ratio_chart(rows: list[dict]):
     """Bars of each partition's dirty ratio, its threshold as a marker, colour = verdict."""
-    import matplotlib.pyplot as plt
-
     shown = sorted(rows, key=lambda r: -r["dirty_ratio"])[:MAX_BARS]
     shown.sort(key=lambda r: (r["topic"], r["partition"]))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(shown) + 2), 3.6))
+    fig, ax = _figure(max(6.0, 0.25 * len(shown) + 2), 3.6)
     names = [f"{r['topic']}-{r['partition']}" for r in shown]
     colours = ["#d62728" if r["would_clean_now"] else "#1f77b4" for r in shown]
     ax.bar(range(len(shown)), [r["dirty_ratio"] for r in shown], color=colours)
@@ -54,8 +63,6 @@ def dirty_ratio_chart(rows: list[dict]):
 
 
 def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, ylabel: str):
-    import matplotlib.pyplot as plt
-
     per_topic: dict[str, dict[str, int]] = {}
     labels: list[str] = []
     for r in rows:
@@ -64,7 +71,7 @@ def _stacked_by_topic(rows: list[dict], column: str, title: str, xlabel: str, yl
         into = per_topic.setdefault(r["topic"], dict.fromkeys(buckets, 0))
         for label, n in buckets.items():
             into[label] += n
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = _figure(7, 3.6)
     bottom = [0] * len(labels)
     for topic in sorted(per_topic):
         values = [per_topic[topic][label] for label in labels]
@@ -98,7 +105,7 @@ def audit_figures(table: pa.Table) -> dict:
 
 
 def charts(table: pa.Table) -> dict[str, str]:
-    """The three charts as base64 PNGs, by title (the figures are closed)."""
+    """The three charts as base64 PNGs, by title."""
     return {name: _png(fig) for name, fig in audit_figures(table).items()}
 
 

@@ -1,0 +1,129 @@
+"""Run a notebook as a user's Jupyter runs it: nbclient drives an ipykernel kernel of this venv.
+
+The kernel spec points at this interpreter (the venv's) and lives in a temporary JUPYTER_PATH,
+never in the user's Jupyter dirs. The kernel starts in a temporary working directory with a
+temporary TMPDIR (the notebooks write under tempfile.gettempdir()) and without what the test
+runner sets that a user's Jupyter would not have: the repo on PYTHONPATH, the workers' Python,
+a matplotlib backend. So a notebook passes only if the venv's install alone makes kafkalog
+importable, and it is judged by what Jupyter shows: its outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+from unittest import mock
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat import NotebookNode
+
+__all__ = [
+    "NOTEBOOKS",
+    "assert_shown_as_a_user_sees_it",
+    "cell_with",
+    "committed_source",
+    "execute",
+    "images",
+    "stdout",
+    "value",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+KERNEL = "kafkalog-venv"
+CELL_TIMEOUT = 600  # seconds; a cell takes a few (the first Spark job, on a busy machine, more)
+# Set by tests/run.sh or a developer's shell, not by a user's Jupyter.
+NOT_INHERITED = (
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "MPLBACKEND",
+    "LOG_DIR",
+    "SPARK_CONF_DIR",
+    "LOG4J_CONFIGURATION_FILE",
+    "KAFKALOG_SPARK_LOG_LEVEL",
+    "KAFKALOG_SPARK_DEFAULTS",
+)
+
+
+def execute(name: str, tmp: Path) -> NotebookNode:
+    """notebooks/<name> executed top to bottom in a fresh kernel; a cell's error fails it."""
+    jupyter = tmp / "jupyter"
+    spec = jupyter / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "kafkalog .venv", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    for folder in ("cwd", "tmp"):
+        (tmp / folder).mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    env.update(
+        TMPDIR=str(tmp / "tmp"),
+        JUPYTER_PATH=str(jupyter),
+        JUPYTER_RUNTIME_DIR=str(jupyter / "runtime"),
+        IPYTHONDIR=str(tmp / "ipython"),
+    )
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name=KERNEL,
+        timeout=CELL_TIMEOUT,
+        startup_timeout=300,
+        resources={"metadata": {"path": str(tmp / "cwd")}},
+    )
+    with mock.patch.dict(os.environ, {"JUPYTER_PATH": str(jupyter)}):  # where the spec is found
+        client.execute(env=env)
+    return nb
+
+
+def committed_source(name: str) -> str:
+    """The code cells' source, after checking the file is valid and committed without outputs."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.language == "python"
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    for cell in cells:  # nothing stale, nothing machine-specific
+        assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+    return "\n".join(c.source for c in cells)
+
+
+def assert_shown_as_a_user_sees_it(nb: NotebookNode) -> None:
+    """No red stderr block, a first cell of imports only, every figure drawn once."""
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    stderr = [o.text for c in cells for o in c.outputs if o.get("name") == "stderr"]
+    assert stderr == [], stderr
+    first = ast.parse(cells[0].source).body
+    assert first and all(isinstance(s, ast.Import | ast.ImportFrom) for s in first)
+    for cell in cells:
+        assert len(images(cell)) <= 1, f"a figure drawn twice by {cell.source[:60]!r}"
+
+
+def cell_with(nb: NotebookNode, snippet: str) -> NotebookNode:
+    """The one code cell whose source contains `snippet`."""
+    found = [c for c in nb.cells if c.cell_type == "code" and snippet in c.source]
+    assert len(found) == 1, (snippet, len(found))
+    return found[0]
+
+
+def value(cell: NotebookNode) -> str:
+    """The cell's value as Jupyter shows it in text."""
+    results = [o for o in cell.outputs if o.output_type == "execute_result"]
+    assert len(results) == 1, cell.source[:60]
+    return results[0].data["text/plain"]
+
+
+def stdout(cell: NotebookNode) -> str:
+    return "".join(o.text for o in cell.outputs if o.get("name") == "stdout")
+
+
+def images(cell: NotebookNode) -> list[bytes]:
+    """The PNG images the cell shows (as its value or by display)."""
+    shown = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+    pngs = [base64.b64decode(o.data["image/png"]) for o in shown]
+    assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    return pngs
