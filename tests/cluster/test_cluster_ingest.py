@@ -156,7 +156,7 @@ def test_ingest_on_the_cluster_is_byte_identical_to_local(
         python = Path(note["python"])
         assert python == Path(note["cwd"]) / "env", note
         assert python.is_relative_to(cluster.base / "work"), note
-        assert note["code"].endswith("kafkalog-pyfiles.zip/jobs/ingestion/writer.py"), note
+        assert note["code"].endswith("kafkalog-pyfiles.zip/jobs/ingestion/tasks/writer.py"), note
         assert note["native"], note
     assert "partition.metadata" in " ".join(local_output)
     assert any(name.endswith("-checkpoint") for name in local_output)

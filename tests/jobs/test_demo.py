@@ -195,7 +195,7 @@ def test_spark_submit_demo_end_to_end(tmp_path):
         [str(SCRIPT), "--master", "local[2]", "demo", "--output", str(output)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
