@@ -2,8 +2,9 @@
 
 The record values are built here from Kafka's metadata schemas (TopicRecord.json,
 ConfigRecord.json, RemoveTopicRecord.json, the transaction records; AbstractApiMessageSerde's
-frame) by a small encoder of this file, independent of the reader, and put in batches by our
-record encoder, in `__cluster_metadata-0` as a broker lays it out.
+frame) by a small encoder of this file, independent of the reader and checked against
+kafka-python's schema-driven encoder, and put in batches by our record encoder, in
+`__cluster_metadata-0` as a broker lays it out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from kafkalog_core.errors import MetadataRecordError
 from kafkalog_core.log.cluster_metadata import read_cluster_metadata
 from kafkalog_core.record.control import ControlRecordType
 from kafkalog_core.record.encoder import Record, build_batch
+from kafkalog_core.record.metadata import (
+    ConfigRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    parse_metadata_record,
+)
 
 ORDERS_ID = uuid.UUID("6f0d3f8e-3c2a-4a8e-9a55-0c2b1d1f4e01")
 OLD_ID = uuid.UUID("0b7c2e51-9d0e-4f4b-8d7e-3f1f2a9b6c02")
@@ -193,3 +200,62 @@ def test_a_corrupt_batch_is_one_line_naming_the_file(tmp_path: Path) -> None:
     (metadata_dir(tmp_path) / f"{0:020d}.log").write_bytes(bytes(batch))
     with pytest.raises(MetadataRecordError, match=r"__cluster_metadata-0/0+\.log: .*(?i:crc)"):
         read_cluster_metadata(tmp_path)
+
+
+# Kafka's metadata schemas (metadata/src/main/resources/common/metadata/*.json), as data for
+# kafka-python's schema-driven KIP-482 encoder: a second encoder we did not write.
+SCHEMAS = {
+    2: [{"name": "Name", "type": "string"}, {"name": "TopicId", "type": "uuid"}],
+    4: [
+        {"name": "ResourceType", "type": "int8"},
+        {"name": "ResourceName", "type": "string"},
+        {"name": "Name", "type": "string"},
+        {"name": "Value", "type": "string", "nullableVersions": "0+"},
+    ],
+    9: [{"name": "TopicId", "type": "uuid"}],
+}
+
+
+def kafka_python_value(api_key: int, *fields: object) -> bytes:
+    from kafka.protocol.schemas import StructField
+
+    schema = {
+        "name": f"Record{api_key}",
+        "type": "metadata",
+        "versions": "0+",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [{**f, "versions": "0+"} for f in SCHEMAS[api_key]],
+    }
+    body = StructField(schema).encode(fields, version=0, compact=True, tagged=True)
+    return uvarint(1) + uvarint(api_key) + uvarint(0) + body
+
+
+@pytest.mark.parametrize(
+    ("api_key", "fields", "ours", "parsed"),
+    [
+        (
+            2,
+            ("orders", ORDERS_ID),
+            topic_record("orders", ORDERS_ID),
+            TopicRecord("orders", ORDERS_ID),
+        ),
+        (
+            4,
+            (2, "orders", "retention.ms", "-1"),
+            config_record("retention.ms", "-1"),
+            ConfigRecord(2, "orders", "retention.ms", "-1"),
+        ),
+        (
+            4,
+            (4, "", "log.retention.ms", None),
+            config_record("log.retention.ms", None, resource="", kind=4),
+            ConfigRecord(4, "", "log.retention.ms", None),
+        ),
+        (9, (OLD_ID,), remove_topic_record(OLD_ID), RemoveTopicRecord(OLD_ID)),
+    ],
+)
+def test_records_as_kafka_pythons_schema_encoder_writes_them(api_key, fields, ours, parsed) -> None:
+    value = kafka_python_value(api_key, *fields)
+    assert value == ours  # the two encoders agree on the bytes...
+    assert parse_metadata_record(value) == parsed  # ...and the reader reads them
