@@ -200,6 +200,30 @@ def test_apply_refuses_topics_whose_deletion_settings_are_assumed(
     assert "as --assume-defaults asks" in applied.warnings[0]
 
 
+def test_a_broker_dirs_own_metadata_names_the_settings(spark, log_dir: Path) -> None:
+    """A KRaft broker's __cluster_metadata says `events` keeps everything: --apply goes ahead
+    and keeps it, reporting where the setting came from."""
+    from tests.log.test_cluster_metadata import (
+        ORDERS_ID,
+        config_record,
+        data_batch,
+        metadata_dir,
+        topic_record,
+    )
+
+    records = [
+        topic_record("events", ORDERS_ID),
+        config_record("retention.ms", "-1", resource="events"),
+    ]
+    (metadata_dir(log_dir) / f"{0:020d}.log").write_bytes(data_batch(0, records))
+    events = {k: v for k, v in _checksums(log_dir).items() if k.startswith("events-")}
+    applied = _run(spark, log_dir, topic_config=None, topics=["events"], apply=True)
+    assert not any(r["applied"] for r in applied.rows.to_pylist())
+    assert {k: v for k, v in _checksums(log_dir).items() if k.startswith("events-")} == events
+    settings = applied.rows.column("settings")[0].as_py()
+    assert "retention.ms=-1 (broker metadata (__cluster_metadata))" in settings
+
+
 def test_quarantine_files_are_listed_then_deleted_after_retention_ms(spark, log_dir: Path) -> None:
     pdir = log_dir / "events-1"
     old = pdir / "00000000000000000000.log.quarantine"
