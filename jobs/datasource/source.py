@@ -51,7 +51,7 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from jobs.datasource.schema import check_sink_schema
+        from jobs.datasource.sink_columns import check_sink_schema
         from jobs.datasource.writer import KafkaLogWriter, parse_write_options
 
         options = parse_write_options(self.options)

@@ -143,7 +143,7 @@ def test_a_column_of_a_type_the_sink_refuses_is_one_line_before_any_task(
 def test_the_sink_columns_taken(spark, ddl: str) -> None:
     from pyspark.sql.types import StructType
 
-    from jobs.datasource.schema import check_sink_schema
+    from jobs.datasource.sink_columns import check_sink_schema
 
     check_sink_schema(StructType.fromDDL(ddl), None if "topic" in ddl else "orders")
     # the topic option overrides a topic column of any type, as in Spark's sink
