@@ -3,8 +3,11 @@
 Each topic's settings, and where each came from (the reports say so):
 1. the `--topic-config` file, above everything;
 2. for a topic the dir's own KRaft metadata log names (`__cluster_metadata-0`, a broker's dir):
-   that metadata, "broker metadata (__cluster_metadata)". It is the truth for a broker's dir: a
-   setting it does not override is the default there, whatever an ingest run recorded;
+   that metadata, "broker metadata (__cluster_metadata)": the topic's own configs, then the
+   brokers' dynamic defaults it holds (`log.retention.ms`... for this broker, whose node.id
+   meta.properties gives, then for every broker). It is the truth for a broker's dir: a setting
+   it does not set is the default there, whatever an ingest run recorded. (A broker's static
+   server.properties is not in the dir: give those settings with `--topic-config`.);
 3. otherwise, for a topic our ingest job or `df.write.format("kafkalog")` wrote: the settings of
    the newest committed run that wrote THAT topic ("ingest run <id>"), whatever ran after it
    on the same root (a later run that wrote other topics says nothing about this one);
@@ -28,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from jobs.ingestion.run.history import COMMITTED, IngestHistory
-from kafkalog_core.config import LogConfig, flatten_settings
+from kafkalog_core.config import LogConfig, dynamic_broker_defaults, flatten_settings
 from kafkalog_core.errors import ConfigError
-from kafkalog_core.log.cluster_metadata import read_cluster_metadata
-from kafkalog_core.log.names import CLUSTER_METADATA_TOPIC
+from kafkalog_core.log.checkpoints import MetaProperties
+from kafkalog_core.log.cluster_metadata import ClusterMetadata, read_cluster_metadata
+from kafkalog_core.log.names import CLUSTER_METADATA_TOPIC, META_PROPERTIES_FILE
 from kafkalog_core.properties import read_properties
 
 DEFAULT = "default"
@@ -182,6 +186,23 @@ def history_topic_configs(log_dir: str | os.PathLike[str]) -> dict[str, WrittenB
     return found
 
 
+Layer = tuple[str, Mapping[str, Any]]  # (source, settings by Kafka name)
+
+
+def _broker_defaults(log_dir: Path, broker: ClusterMetadata) -> list[Layer]:
+    """The brokers' dynamic defaults in the metadata: every broker's, then this broker's."""
+    layers = []
+    if "" in broker.broker_configs:
+        defaults = dynamic_broker_defaults(broker.broker_configs[""])
+        layers.append((f"{BROKER_METADATA}, every broker's default", defaults))
+    meta = log_dir / META_PROPERTIES_FILE
+    node = MetaProperties.read(meta).node_id if meta.is_file() else None
+    if node is not None and str(node) in broker.broker_configs:
+        defaults = dynamic_broker_defaults(broker.broker_configs[str(node)])
+        layers.append((f"{BROKER_METADATA}, broker {node}'s default", defaults))
+    return layers
+
+
 def resolve_topic_configs(
     log_dir: str | os.PathLike[str],
     topics: Sequence[str],
@@ -191,32 +212,33 @@ def resolve_topic_configs(
     metadata for the topics it names, else the run that wrote the topic, then Kafka's."""
     written = history_topic_configs(log_dir)
     broker = read_cluster_metadata(log_dir)
+    broker_defaults = _broker_defaults(Path(log_dir), broker) if broker is not None else []
     defaults, per_topic = load_topic_config_file(topic_config) if topic_config else (None, {})
     known = set(LogConfig.names())
     resolved = {}
     for topic in sorted(set(topics)):
-        layers: list[tuple[str, Mapping[str, Any]]] = [
-            (INTERNAL, INTERNAL_TOPIC_CONFIGS.get(topic, {}))
-        ]
         from_broker = broker.settings_of(topic) if broker is not None else None
         run = written.get(topic)
+        layers: list[Layer] = [(INTERNAL, INTERNAL_TOPIC_CONFIGS.get(topic, {}))]
+        speakers: list[Layer] = []  # the sources that speak for the whole topic, weakest first
         if from_broker is not None:  # names LogConfig does not know are left out
-            layers.append((BROKER_METADATA, {k: v for k, v in from_broker.items() if k in known}))
+            layers[:0] = broker_defaults
+            speakers.append((BROKER_METADATA, {k: v for k, v in from_broker.items() if k in known}))
         elif run is not None and run.settings is not None:
-            layers.append((f"ingest run {run.run_id}", run.settings))
+            speakers.append((f"ingest run {run.run_id}", run.settings))
         if defaults is not None or topic in per_topic:
-            layers.append(
+            speakers.append(
                 (f"file {topic_config}", {**(defaults or {}), **per_topic.get(topic, {})})
             )
         settings: dict[str, Any] = {}
         sources: dict[str, str] = {}
-        for source, values in layers:
+        for source, values in [*layers, *speakers]:
             for name, value in values.items():
                 settings[name], sources[name] = value, source
         try:
             config = LogConfig.from_dict(settings)
         except ConfigError as e:
             raise ConfigError(f"topic {topic}: {e}") from None
-        speaker = layers[-1][0] if len(layers) > 1 else ""
-        resolved[topic] = ResolvedTopicConfig(topic, config, sources, speaker)
+        known_from = speakers[-1][0] if speakers else ""
+        resolved[topic] = ResolvedTopicConfig(topic, config, sources, known_from)
     return resolved

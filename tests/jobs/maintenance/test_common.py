@@ -244,24 +244,41 @@ def test_broker_metadata_is_the_truth_for_the_topics_it_names(tmp_path: Path) ->
         topic_record("orders", ORDERS_ID),
         config_record("retention.ms", "-1"),
         config_record("leader.replication.throttled.replicas", "0:1"),
+        config_record("sasl.enabled.mechanisms", "PLAIN", resource="orders"),  # not a log's
+        # the brokers' dynamic defaults: every broker's, then broker 1's (this dir's node.id)
+        config_record("log.retention.ms", "5", resource="", kind=4),
+        config_record("log.retention.bytes", "1000", resource="", kind=4),
+        config_record("log.roll.ms", "77", resource="", kind=4),
+        config_record("log.roll.ms", "88", resource="1", kind=4),
+        config_record("log.index.interval.bytes", "99", resource="2", kind=4),
     ]
     (metadata_dir(root) / f"{0:020d}.log").write_bytes(data_batch(0, values))
+    (root / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
     _history(
         root,
         {
             "run_id": "ingested",
             "status": "committed",
-            "topic_configs": {"orders": {"segment.ms": 9}, "a-b.c": {"segment.ms": 8}},
+            "topic_configs": {"orders": {"segment.bytes": 4096}, "a-b.c": {"segment.ms": 8}},
         },
     )
     resolved = resolve_topic_configs(root, ["orders", "a-b.c"])
     orders, abc = resolved["orders"], resolved["a-b.c"]
-    assert orders.config.retention_ms == -1
-    assert orders.source_of("retention.ms") == "broker metadata (__cluster_metadata)"
-    assert orders.known_from == "broker metadata (__cluster_metadata)"
-    # the broker applies its default where its metadata overrides nothing, whatever we ingested
-    assert orders.config.segment_ms == 604800000 and orders.source_of("segment.ms") == "default"
+    broker = "broker metadata (__cluster_metadata)"
+    assert orders.config.retention_ms == -1 and orders.source_of("retention.ms") == broker
+    assert orders.known_from == broker
+    assert orders.config.retention_bytes == 1000
+    assert orders.source_of("retention.bytes") == f"{broker}, every broker's default"
+    assert orders.config.segment_ms == 88
+    assert orders.source_of("segment.ms") == f"{broker}, broker 1's default"
+    assert orders.config.index_interval_bytes == 4096  # broker 2's is not this dir's
+    # the broker applies its default where its metadata sets nothing, whatever we ingested
+    assert (
+        orders.config.segment_bytes == 1073741824 and orders.source_of("segment.bytes") == "default"
+    )
+    # a topic the metadata does not name: the run that wrote it
     assert abc.config.segment_ms == 8 and abc.source_of("segment.ms") == "ingest run ingested"
+    assert abc.config.retention_bytes == -1
     conf = tmp_path / "t.yaml"
     conf.write_text("topics:\n  orders: {retention.ms: 5}\n")
     orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
