@@ -21,6 +21,14 @@ older than their topic's retention.ms (any cleanup.policy; -1 keeps them); the u
 copies a killed rebuild left (`<segment>.log.quarantine.tmp`) are listed and deleted at once.
 `quarantine_suffix` must be the one rebuild used (both default to names.QUARANTINE_FILE_SUFFIX).
 The run holds the log dir's run lock, so it never overlaps an ingest run.
+
+No deletion on guessed settings: `--apply` refuses, before it changes anything, when a topic's
+deletion settings (cleanup.policy, retention.ms, retention.bytes) are all Kafka's defaults by
+assumption only: no `--topic-config` names the topic, the dir holds no broker metadata for it
+and no ingest run wrote it (a copied ZooKeeper-era broker dir, a copy without its history).
+The refusal names the topics; `--topic-config` supplies their settings, `--assume-defaults`
+accepts Kafka's defaults knowingly. A dry run reports them and warns that their settings are
+assumed.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.maintenance.common import (
+    MaintenanceError,
     MaintenanceResult,
     PartitionRef,
     maintenance_arg_parser,
@@ -74,6 +83,7 @@ if TYPE_CHECKING:
 
 JOB = "retention"
 SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes", "message.timestamp.type")
+DELETION_SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes")  # what decides a delete
 
 REPORT_SCHEMA = pa.schema(
     [
@@ -238,14 +248,29 @@ def run(
     tasks: int | None = None,
     out: Callable[[str], None] = print,
     quarantine_suffix: str = QUARANTINE_FILE_SUFFIX,
+    assume_defaults: bool = False,
 ) -> MaintenanceResult:
     """Decide (and with `apply`, delete) per segment; return the report and the summary.
-    `quarantine_suffix`: the one the rebuild that wrote the quarantine files used."""
+    `quarantine_suffix`: the one the rebuild that wrote the quarantine files used.
+    `assume_defaults`: let `apply` delete by Kafka's defaults where nothing knows a topic's
+    deletion settings (else it refuses those topics before any change)."""
     check_quarantine_suffix(quarantine_suffix)  # before the Spark work, not in every task
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
     root, run_id, now_ms, refs = setup.root, setup.run_id, setup.now_ms, setup.refs
+    assumed = sorted(
+        t
+        for t in {r.topic for r in refs}
+        if setup.configs[t].assumed(DELETION_SETTINGS) == DELETION_SETTINGS
+    )
+    if apply and assumed and not assume_defaults:
+        raise MaintenanceError(
+            f"retention --apply refuses {_some(assumed)}: "
+            f"{', '.join(DELETION_SETTINGS)} would be Kafka's defaults by assumption (no "
+            "--topic-config, broker metadata or ingest run names them); give their settings "
+            "with --topic-config FILE, or pass --assume-defaults to delete by Kafka's defaults"
+        )
     options = RetentionOptions(str(root), now_ms, apply, quarantine_suffix)
     with maintenance_lock(root, run_id, read_only=not apply, out=out):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
@@ -266,10 +291,34 @@ def run(
     if report:
         write_report(spark, rows, report, run_id=run_id, job=JOB)
     summary, warnings = summarize(rows, root, now_ms, apply, run_id)
+    if assumed:
+        warnings.insert(0, _assumed_warning(assumed, apply, assume_defaults))
     out(summary)
     for warning in warnings:
         out(f"kafkalog: warning: {warning}")
     return MaintenanceResult(JOB, run_id, rows, summary, 0, warnings, spark)
+
+
+def _some(topics: Sequence[str], most: int = 10) -> str:
+    """`topic a, b` / `topics a, b, ... and 7 more`: a list that stays one line."""
+    shown = ", ".join(topics[:most]) + (
+        f" and {len(topics) - most} more" if len(topics) > most else ""
+    )
+    return f"topic{'s' if len(topics) > 1 else ''} {shown}"
+
+
+def _assumed_warning(topics: Sequence[str], apply: bool, assume_defaults: bool) -> str:
+    """The dry run's (or an accepted apply's) word on topics judged by assumed defaults."""
+    head = (
+        f"{_some(topics)}: {', '.join(DELETION_SETTINGS)} are Kafka's defaults by assumption "
+        "(no --topic-config, broker metadata or ingest run names them)"
+    )
+    if assume_defaults:
+        return f"{head}; {'deleted' if apply else 'judged'} by them as --assume-defaults asks"
+    return (
+        f"{head}; --apply refuses these topics unless --topic-config gives their settings "
+        "or --assume-defaults accepts Kafka's defaults"
+    )
 
 
 def _unit(ref: PartitionRef, resolved, start_offsets, high_watermarks) -> dict[str, Any]:
@@ -403,13 +452,25 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--apply", action="store_true", help="delete (default: a dry run that changes nothing)"
     )
+    parser.add_argument(
+        "--assume-defaults",
+        action="store_true",
+        help="with --apply, delete by Kafka's default settings where nothing (no --topic-config, "
+        "broker metadata or ingest run) names a topic's (default: refuse those topics)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure."""
 
-    return run_cli(JOB, argv, _parser(), run, lambda args: {"apply": args.apply})
+    return run_cli(
+        JOB,
+        argv,
+        _parser(),
+        run,
+        lambda args: {"apply": args.apply, "assume_defaults": args.assume_defaults},
+    )
 
 
 if __name__ == "__main__":

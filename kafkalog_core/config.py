@@ -469,38 +469,56 @@ _SPEC_BY_NAME: Final[dict[str, _Spec]] = {
 _ATTR_BY_NAME: Final[dict[str, str]] = {
     f.metadata["spec"].name: f.name for f in dataclasses.fields(LogConfig)
 }
-# Broker-level spellings people reach for; only used to suggest the topic name.
-_BROKER_SYNONYMS: Final[dict[str, str]] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.roll.hours": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.roll.jitter.hours": "segment.jitter.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.retention.ms": "retention.ms",
-    "log.retention.minutes": "retention.ms",
-    "log.retention.hours": "retention.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.preallocate": "preallocate",
-    "log.message.format.version": "message.format.version",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "log.message.downconversion.enable": "message.downconversion.enable",
-    "log.local.retention.ms": "local.retention.ms",
-    "log.local.retention.bytes": "local.retention.bytes",
+# Kafka's broker-level names of the topic settings (ServerTopicConfigSynonyms), the one a broker
+# prefers first. A broker's default for a topic setting comes from them; only the first can be
+# a dynamic broker config (`kafka-configs --entity-type brokers`), the others are static
+# server.properties spellings. Also used to suggest the topic name for a broker name.
+SERVER_SYNONYMS: Final[dict[str, tuple[str, ...]]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "max.message.bytes": ("message.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "compression.type": ("compression.type",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "preallocate": ("log.preallocate",),
+    "message.format.version": ("log.message.format.version",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
 }
+_BROKER_SYNONYMS: Final[dict[str, str]] = {
+    broker: topic for topic, names in SERVER_SYNONYMS.items() for broker in names if broker != topic
+}
+
+
+def dynamic_broker_defaults(broker_configs: Mapping[str, str]) -> dict[str, str]:
+    """The topic settings a broker's dynamic configs (`log.retention.ms`, ...) give every topic
+    that does not set its own, by topic name."""
+    return {
+        topic: broker_configs[names[0]]
+        for topic, names in SERVER_SYNONYMS.items()
+        if names[0] in broker_configs
+    }
 
 
 def _unknown_key(key: Any) -> ConfigError:

@@ -59,6 +59,11 @@ class CorruptCheckpointError(KafkaLogError):
     """A checkpoint / metadata text file that does not parse."""
 
 
+class MetadataRecordError(KafkaLogError):
+    """A KRaft metadata record (`__cluster_metadata`) that does not parse, or of a version this
+    reader does not know."""
+
+
 class LogDirError(KafkaLogError):
     """A log dir layout problem: unparsable partition directory, duplicate partition, lock held."""
 

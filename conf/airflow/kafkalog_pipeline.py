@@ -10,6 +10,8 @@ Settings come from Airflow Variables (defaults in brackets):
   kafkalog_log_dir        [/data/kafka-logs]
   kafkalog_report_root    [/data/kafkalog-reports]
   kafkalog_topic_config   [none]
+  kafkalog_assume_defaults [false]: "true" lets retention --apply delete by Kafka's defaults in
+                           topics no --topic-config, broker metadata or ingest run names
 and the Spark connection `spark_default` (e.g. master local[2], or your cluster).
 """
 
@@ -44,6 +46,7 @@ def _settings() -> PipelineSettings:
         log_dir=Variable.get("kafkalog_log_dir", "/data/kafka-logs"),
         report_root=Variable.get("kafkalog_report_root", "/data/kafkalog-reports"),
         topic_config=Variable.get("kafkalog_topic_config", None) or None,
+        assume_defaults=Variable.get("kafkalog_assume_defaults", "false").lower() == "true",
     )
 
 

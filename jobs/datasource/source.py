@@ -61,7 +61,9 @@ class KafkaLogDataSource(DataSource):
         return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from jobs.datasource.sink_columns import check_sink_schema
         from jobs.datasource.writer import KafkaLogWriter, parse_write_options
 
         options = parse_write_options(self.options)
+        check_sink_schema(schema, options.topic)  # on the driver, before any task
         return KafkaLogWriter(options, "partition" in schema.fieldNames(), overwrite=overwrite)

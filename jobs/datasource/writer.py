@@ -211,15 +211,11 @@ def _mapping_input(
 ) -> pa.RecordBatch:
     """The sink's columns as the mapping's input (topic, key, value, headers, timestamp ms)."""
     n = batch.num_rows
-    names = batch.schema.names
-    if "value" not in names:
-        raise ConfigError('df.write.format("kafkalog") needs a "value" column (as the Kafka sink)')
+    names = batch.schema.names  # the columns' types were checked on the driver (schema.py)
     if options.topic is not None:
         topic = pa.repeat(pa.scalar(options.topic, pa.string()), n)
-    elif "topic" in names:
-        topic = batch.column("topic").cast(pa.string())
     else:
-        raise ConfigError('no topic: add a "topic" column or .option("topic", ...)')
+        topic = batch.column("topic").cast(pa.string())
     key = as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
     value = as_bytes(batch.column("value"))
     if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer

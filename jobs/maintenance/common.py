@@ -30,6 +30,7 @@ from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.errors import KafkaLogError, LogDirError
 from kafkalog_core.log.names import (
+    CLUSTER_METADATA_TOPIC,
     offset_from_file_name,
     parse_partition_dir_name,
     segment_log_files,
@@ -64,7 +65,9 @@ def list_partitions(
     """The live partition directories of `log_dir` (one `scandir`), sorted by topic, partition.
 
     Skipped, as a broker's loader does: hidden entries, files, `-delete`/`-future`/`-stray`
-    directories and names that are not `topic-partition`. `topics` filters when given.
+    directories, names that are not `topic-partition` and the KRaft metadata log
+    (`__cluster_metadata-0`: the broker's own, read for topic settings, never maintained here).
+    `topics` filters when given.
     """
     root = Path(log_dir)
     if not root.is_dir():
@@ -79,7 +82,9 @@ def list_partitions(
                 parsed = parse_partition_dir_name(entry.name)
             except LogDirError:
                 continue
-            if parsed.suffix or (wanted and parsed.topic not in wanted):
+            if parsed.suffix or parsed.topic == CLUSTER_METADATA_TOPIC:
+                continue
+            if wanted and parsed.topic not in wanted:
                 continue
             refs.append(PartitionRef(parsed.topic, parsed.partition, entry.name))
     if wanted:

@@ -26,12 +26,14 @@ def job_run_id(run_id: str, *steps: str) -> str:
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    """Where things are: the ingest config, the log dir root, the reports, topic configs."""
+    """Where things are: the ingest config, the log dir root, the reports, topic configs; and
+    whether retention may delete by Kafka's defaults where nothing names a topic's settings."""
 
     ingest_config: str
     log_dir: str
     report_root: str
     topic_config: str | None = None
+    assume_defaults: bool = False
 
 
 def _common(settings: PipelineSettings, job: str, run_id: str, now: str) -> list[str]:
@@ -53,10 +55,13 @@ def ingest_args(
 
 
 def retention_args(settings: PipelineSettings, run_id: str, now: str, *, apply: bool) -> list[str]:
-    """`retention`: a dry run, or `--apply`; each its own run id (its own report rows)."""
+    """`retention`: a dry run, or `--apply` (with `--assume-defaults` when the settings say so);
+    each its own run id (its own report rows)."""
     step = "apply" if apply else "dry-run"
     args = _common(settings, "retention", job_run_id(run_id, "retention", step), now)
-    return [*args, "--apply"] if apply else args
+    if not apply:
+        return args
+    return [*args, "--apply", *(["--assume-defaults"] if settings.assume_defaults else [])]
 
 
 def verify_args(settings: PipelineSettings, run_id: str, now: str) -> list[str]:

@@ -54,10 +54,11 @@ def size_of_varint(value: int) -> int:
     return size
 
 
-def decode_varint(
+def decode_unsigned_varint(
     buf: bytes | bytearray | memoryview, position: int, *, max_bytes: int = MAX_VARINT_BYTES
 ) -> tuple[int, int]:
-    """Decode one zig-zag varint at `position`; returns (value, position after it).
+    """Decode one unsigned varint (base-128, no zig-zag: the lengths and counts of Kafka's
+    flexible-version messages) at `position`; returns (value, position after it).
 
     Raises CorruptRecordError for a varint longer than `max_bytes` ("Varint is too long") or one
     that runs past the end of `buf`.
@@ -72,11 +73,20 @@ def decode_varint(
         byte = buf[at]
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return unzigzag(result), at + 1
+            return result, at + 1
         shift += 7
     raise CorruptRecordError(
         f"varint at position {position} is too long (more than {max_bytes} bytes)"
     )
+
+
+def decode_varint(
+    buf: bytes | bytearray | memoryview, position: int, *, max_bytes: int = MAX_VARINT_BYTES
+) -> tuple[int, int]:
+    """Decode one zig-zag varint at `position`; returns (value, position after it), with the
+    errors of `decode_unsigned_varint`."""
+    raw, after = decode_unsigned_varint(buf, position, max_bytes=max_bytes)
+    return unzigzag(raw), after
 
 
 def decode_varlong(buf: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:

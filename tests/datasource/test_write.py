@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -90,6 +91,63 @@ def test_a_failed_write_publishes_nothing(spark, tmp_path: Path) -> None:
 def test_bad_options_name_the_option(spark, tmp_path: Path, options, match) -> None:
     with pytest.raises(Exception, match=match):
         _write(_frame(spark), tmp_path / "logs", **options)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "row", "line"),
+    [
+        ("value int", (1,), 'column "value" is int; the Kafka sink takes string or binary'),
+        ("key bigint, value binary", (1, b"v"), '"key" is bigint; the Kafka sink takes string or'),
+        (
+            "value string, partition string",
+            ("v", "0"),
+            '"partition" is string; the Kafka sink takes int',
+        ),
+        (
+            "value binary, headers array<struct<k: string, v: binary>>",
+            (b"v", [("a", b"b")]),
+            '"headers" is array<struct<k:string,v:binary>>; the Kafka sink takes '
+            "array<struct<key:string,value:binary>>",
+        ),
+        (
+            "value binary, timestamp long",
+            (b"v", 1),
+            '"timestamp" is bigint; the Kafka sink takes timestamp',
+        ),
+        ("value binary, topic int", (b"v", 1), '"topic" is int; the Kafka sink takes string'),
+        ("key binary", (b"k",), 'needs a "value" column'),
+    ],
+)
+def test_a_column_of_a_type_the_sink_refuses_is_one_line_before_any_task(
+    spark, tmp_path: Path, ddl: str, row: tuple, line: str
+) -> None:
+    frame = spark.createDataFrame([row], ddl)
+    writer = frame.write.format("kafkalog").mode("append")
+    if "topic" not in ddl:
+        writer = writer.option("topic", "orders")
+    with pytest.raises(Exception, match=re.escape(line)):
+        writer.save(str(tmp_path / "logs"))
+    assert not (tmp_path / "logs").exists()  # refused on the driver: no task staged anything
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "value string, key string, topic string, partition int, timestamp timestamp",
+        "value binary, key binary, partition smallint, timestamp timestamp_ntz",
+        "value binary, headers array<struct<key: string, value: binary>>",
+        "value binary, headers array<struct<key: string, value: string>>",
+        "value binary, headers map<string, binary>, partition bigint, extra array<int>",
+    ],
+)
+def test_the_sink_columns_taken(spark, ddl: str) -> None:
+    from pyspark.sql.types import StructType
+
+    from jobs.datasource.sink_columns import check_sink_schema
+
+    check_sink_schema(StructType.fromDDL(ddl), None if "topic" in ddl else "orders")
+    # the topic option overrides a topic column of any type, as in Spark's sink
+    check_sink_schema(StructType.fromDDL(f"{ddl}, topic int".replace("topic string, ", "")), "t")
 
 
 def test_topic_id_option_lands_in_partition_metadata_and_a_mismatch_is_refused(

@@ -25,7 +25,8 @@ from kafkalog_core.errors import ConfigError, KafkaLogError
 
 def _log_dir(tmp_path: Path) -> Path:
     root = tmp_path / "logs"
-    for name in ("orders-0", "orders-1", "a-b.c-12", "old-0.abc123-delete", ".hidden-0", "junk"):
+    dirs = ("orders-0", "orders-1", "a-b.c-12", "old-0.abc123-delete", ".hidden-0", "junk")
+    for name in (*dirs, "__cluster_metadata-0"):
         (root / name).mkdir(parents=True)
     (root / "recovery-point-offset-checkpoint").write_text("0\n0\n")
     return root
@@ -160,43 +161,31 @@ def test_report_appends_per_run_and_replaces_a_retried_run(tmp_path: Path) -> No
     assert set(table.column("job").to_pylist()) == {"retention"}
 
 
-def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) -> None:
+def _history(root: Path, *runs: dict) -> None:
     from jobs.ingestion.run.history import IngestHistory
 
-    root = _log_dir(tmp_path)
     history = IngestHistory(root.absolute())
-    at = iter(datetime(2024, 5, d, tzinfo=timezone.utc) for d in (1, 2, 3, 4))
-    history.append(
-        {
-            "run_id": "old",
-            "status": "committed",
-            "finished_at": next(at),
-            "topic_configs": {"orders": {"retention.ms": 1}},
-        }
-    )
-    history.append(
+    for day, run in enumerate(runs, start=1):
+        history.append({"finished_at": datetime(2024, 5, day, tzinfo=timezone.utc), **run})
+
+
+def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) -> None:
+    root = _log_dir(tmp_path)
+    _history(
+        root,
+        {"run_id": "old", "status": "committed", "topic_configs": {"orders": {"retention.ms": 1}}},
         {
             "run_id": "new",
             "status": "committed",
-            "finished_at": next(at),
             "topic_configs": {"orders": {"retention.ms": 2, "segment.ms": 9}},
-        }
-    )
-    history.append(
-        {
-            "run_id": "failed",
-            "status": "failed",
-            "finished_at": next(at),
-            "topic_configs": {"orders": {"retention.ms": 3}},
-        }
-    )
-    history.append(  # a later run of another topic does not hide the orders run's settings
+        },
+        {"run_id": "failed", "status": "failed", "topic_configs": {"orders": {"retention.ms": 3}}},
+        # a later run of another topic does not hide the orders run's settings
         {
             "run_id": "other",
             "status": "committed",
-            "finished_at": next(at),
             "topic_configs": {"a-b.c": {"cleanup.policy": "compact"}},
-        }
+        },
     )
     resolved = resolve_topic_configs(root, ["orders", "a-b.c"])
     orders, other = resolved["orders"], resolved["a-b.c"]
@@ -208,6 +197,92 @@ def test_topic_configs_from_the_ingest_history_below_the_file(tmp_path: Path) ->
     orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
     assert orders.config.retention_ms == 7 and orders.config.segment_ms == 9
     assert orders.source_of("segment.ms") == "ingest run new"
+
+
+def test_each_topic_takes_the_settings_of_the_newest_run_that_wrote_it(tmp_path: Path) -> None:
+    """The demo's case: a later run that wrote another topic says nothing about this one."""
+    root = _log_dir(tmp_path)
+    customers = {"cleanup.policy": "compact", "segment.bytes": 8192, "index.interval.bytes": 1024}
+    _history(
+        root,
+        {
+            "run_id": "demo-customers",
+            "status": "committed",
+            "topic_configs": {"a-b.c": customers},
+            "partitions": {"a-b.c-12": [0, 10]},
+        },
+        {"run_id": "demo-orders", "status": "committed", "topic_configs": {"orders": {}}},
+        # a run from before runs recorded settings: it wrote a-b.c, nothing says how
+        {"run_id": "unrecorded", "status": "committed", "partitions": {"x-y-3": [0, 1]}},
+    )
+    resolved = resolve_topic_configs(root, ["orders", "a-b.c", "x-y"])
+    abc, orders, xy = resolved["a-b.c"], resolved["orders"], resolved["x-y"]
+    assert abc.config.compact and abc.config.segment_bytes == 8192
+    assert abc.source_of("cleanup.policy") == "ingest run demo-customers"
+    assert "index.interval.bytes=1024 (ingest run demo-customers)" in abc.describe(
+        ["index.interval.bytes"]
+    )
+    # orders: written with every default, by a run that says so; x-y: its settings are unknown
+    assert orders.known_from == "ingest run demo-orders" and orders.assumed(["retention.ms"]) == ()
+    assert xy.known_from == "" and xy.assumed(["retention.ms", "segment.ms"]) == (
+        "retention.ms",
+        "segment.ms",
+    )
+
+
+def test_broker_metadata_is_the_truth_for_the_topics_it_names(tmp_path: Path) -> None:
+    from tests.log.test_cluster_metadata import (
+        ORDERS_ID,
+        config_record,
+        data_batch,
+        metadata_dir,
+        topic_record,
+    )
+
+    root = _log_dir(tmp_path)
+    values = [
+        topic_record("orders", ORDERS_ID),
+        config_record("retention.ms", "-1"),
+        config_record("leader.replication.throttled.replicas", "0:1"),
+        config_record("sasl.enabled.mechanisms", "PLAIN", resource="orders"),  # not a log's
+        # the brokers' dynamic defaults: every broker's, then broker 1's (this dir's node.id)
+        config_record("log.retention.ms", "5", resource="", kind=4),
+        config_record("log.retention.bytes", "1000", resource="", kind=4),
+        config_record("log.roll.ms", "77", resource="", kind=4),
+        config_record("log.roll.ms", "88", resource="1", kind=4),
+        config_record("log.index.interval.bytes", "99", resource="2", kind=4),
+    ]
+    (metadata_dir(root) / f"{0:020d}.log").write_bytes(data_batch(0, values))
+    (root / "meta.properties").write_text("version=1\ncluster.id=abc\nnode.id=1\n")
+    _history(
+        root,
+        {
+            "run_id": "ingested",
+            "status": "committed",
+            "topic_configs": {"orders": {"segment.bytes": 4096}, "a-b.c": {"segment.ms": 8}},
+        },
+    )
+    resolved = resolve_topic_configs(root, ["orders", "a-b.c"])
+    orders, abc = resolved["orders"], resolved["a-b.c"]
+    broker = "broker metadata (__cluster_metadata)"
+    assert orders.config.retention_ms == -1 and orders.source_of("retention.ms") == broker
+    assert orders.known_from == broker
+    assert orders.config.retention_bytes == 1000
+    assert orders.source_of("retention.bytes") == f"{broker}, every broker's default"
+    assert orders.config.segment_ms == 88
+    assert orders.source_of("segment.ms") == f"{broker}, broker 1's default"
+    assert orders.config.index_interval_bytes == 4096  # broker 2's is not this dir's
+    # the broker applies its default where its metadata sets nothing, whatever we ingested
+    assert (
+        orders.config.segment_bytes == 1073741824 and orders.source_of("segment.bytes") == "default"
+    )
+    # a topic the metadata does not name: the run that wrote it
+    assert abc.config.segment_ms == 8 and abc.source_of("segment.ms") == "ingest run ingested"
+    assert abc.config.retention_bytes == -1
+    conf = tmp_path / "t.yaml"
+    conf.write_text("topics:\n  orders: {retention.ms: 5}\n")
+    orders = resolve_topic_configs(root, ["orders"], conf)["orders"]
+    assert orders.config.retention_ms == 5 and orders.source_of("retention.ms") == f"file {conf}"
 
 
 def test_segment_sizes_on_the_driver_and_in_tasks_agree(spark, tmp_path: Path) -> None:

@@ -173,6 +173,57 @@ def test_cli_dry_run_and_bad_input(log_dir: Path, capsys) -> None:
     assert "retention.ms" in capsys.readouterr().err
 
 
+def test_apply_refuses_topics_whose_deletion_settings_are_assumed(
+    spark, log_dir: Path, capsys
+) -> None:
+    """Nothing names `events`' settings (the file speaks for `changelog` only, no history, no
+    broker metadata): --apply refuses before any change; the dry run says why."""
+    partial = log_dir.parent / "partial.yaml"
+    partial.write_text("topics:\n  changelog: {cleanup.policy: compact}\n")
+    before = _checksums(log_dir)
+    args = ["--log-dir", str(log_dir), "--topic-config", str(partial), "--now", str(NOW)]
+    assert retention_job.main([*args, "--apply"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kafkalog: error: retention --apply refuses topic ")
+    assert "topic events:" in err[0] and "changelog" not in err[0]
+    assert "--topic-config FILE" in err[0] and "--assume-defaults" in err[0]
+    assert _checksums(log_dir) == before
+    dry = _run(spark, log_dir, topic_config=str(partial))
+    assert dry.warnings[0].startswith(
+        "topic events: cleanup.policy, retention.ms, retention.bytes are Kafka's defaults by "
+        "assumption"
+    )
+    assert "delete 3 segments" in dry.summary  # still reported: 40 days > the 7-day default
+    assert _run(spark, log_dir, topic_config=str(partial), topics=["changelog"], apply=True)
+    applied = _run(spark, log_dir, topic_config=str(partial), apply=True, assume_defaults=True)
+    assert sum(r["applied"] for r in applied.rows.to_pylist()) == 3
+    assert "as --assume-defaults asks" in applied.warnings[0]
+
+
+def test_a_broker_dirs_own_metadata_names_the_settings(spark, log_dir: Path) -> None:
+    """A KRaft broker's __cluster_metadata says `events` keeps everything: --apply goes ahead
+    and keeps it, reporting where the setting came from."""
+    from tests.log.test_cluster_metadata import (
+        ORDERS_ID,
+        config_record,
+        data_batch,
+        metadata_dir,
+        topic_record,
+    )
+
+    records = [
+        topic_record("events", ORDERS_ID),
+        config_record("retention.ms", "-1", resource="events"),
+    ]
+    (metadata_dir(log_dir) / f"{0:020d}.log").write_bytes(data_batch(0, records))
+    events = {k: v for k, v in _checksums(log_dir).items() if k.startswith("events-")}
+    applied = _run(spark, log_dir, topic_config=None, topics=["events"], apply=True)
+    assert not any(r["applied"] for r in applied.rows.to_pylist())
+    assert {k: v for k, v in _checksums(log_dir).items() if k.startswith("events-")} == events
+    settings = applied.rows.column("settings")[0].as_py()
+    assert "retention.ms=-1 (broker metadata (__cluster_metadata))" in settings
+
+
 def test_quarantine_files_are_listed_then_deleted_after_retention_ms(spark, log_dir: Path) -> None:
     pdir = log_dir / "events-1"
     old = pdir / "00000000000000000000.log.quarantine"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jobs.compaction_audit as audit_job
 import jobs.rebuild_index as index_job
 import jobs.retention as retention_job
@@ -53,7 +55,12 @@ def test_run_ids_are_stable_per_step_and_distinct_between_steps() -> None:
 def test_dry_run_then_apply() -> None:
     tasks = pipeline(SETTINGS, RUN, NOW)
     assert not retention_job._parser().parse_args(list(tasks["retention_dry_run"][1])).apply
-    assert retention_job._parser().parse_args(list(tasks["retention_apply"][1])).apply
+    applied = retention_job._parser().parse_args(list(tasks["retention_apply"][1]))
+    assert applied.apply and not applied.assume_defaults
+    accepting = dataclasses.replace(SETTINGS, assume_defaults=True)
+    for task, wanted in (("retention_apply", True), ("retention_dry_run", False)):
+        args = list(pipeline(accepting, RUN, NOW)[task][1])
+        assert retention_job._parser().parse_args(args).assume_defaults is wanted
     verify = index_job._parser().parse_args(list(tasks["verify_indexes"][1]))
     assert verify.mode == "verify" and not verify.all
     audit = audit_job._parser().parse_args(list(tasks["compaction_audit"][1]))
