@@ -22,8 +22,8 @@ from jobs.datasource.options import Subscription, TopicPartition
 from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import read_log_start_checkpoint
 from kafkalog_core.log.names import (
+    live_partition_dirs,
     offset_from_file_name,
-    parse_partition_dir_name,
     segment_log_files,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
@@ -45,22 +45,12 @@ SPLIT_BYTES = (
 
 
 def list_partitions(root: str | os.PathLike[str]) -> dict[TopicPartition, Path]:
-    """Live `<topic>-<partition>` dirs of a log dir root (no -delete/-future/-stray dirs)."""
+    """Live `<topic>-<partition>` dirs of a log dir root (`names.live_partition_dirs`: no
+    -delete/-future/-stray dirs, no KRaft metadata log)."""
     base = Path(root)
     if not base.is_dir():
         raise LogDirError(f"kafkalog: log dir {base} does not exist or is not a directory")
-    found: dict[TopicPartition, Path] = {}
-    for entry in os.scandir(base):
-        if not entry.is_dir():
-            continue
-        try:
-            parsed = parse_partition_dir_name(entry.name)
-        except LogDirError:
-            continue  # not a partition dir (e.g. a staging area)
-        if parsed.suffix:
-            continue
-        found[(parsed.topic, parsed.partition)] = Path(entry.path)
-    return found
+    return {(topic, partition): path for topic, partition, path in live_partition_dirs(base)}
 
 
 @dataclass(frozen=True)

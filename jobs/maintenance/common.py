@@ -28,11 +28,10 @@ from jobs.ingestion.run.lock import ReadLock, RunLock
 from jobs.ingestion.run.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
-from kafkalog_core.errors import KafkaLogError, LogDirError
+from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import (
-    CLUSTER_METADATA_TOPIC,
+    live_partition_dirs,
     offset_from_file_name,
-    parse_partition_dir_name,
     segment_log_files,
 )
 
@@ -64,29 +63,19 @@ def list_partitions(
 ) -> list[PartitionRef]:
     """The live partition directories of `log_dir` (one `scandir`), sorted by topic, partition.
 
-    Skipped, as a broker's loader does: hidden entries, files, `-delete`/`-future`/`-stray`
-    directories, names that are not `topic-partition` and the KRaft metadata log
-    (`__cluster_metadata-0`: the broker's own, read for topic settings, never maintained here).
+    Skipped as `names.live_partition_dirs` says: anything a broker does not load as a topic's
+    log, and the KRaft metadata log (read for topic settings, never maintained here).
     `topics` filters when given.
     """
     root = Path(log_dir)
     if not root.is_dir():
         raise MaintenanceError(f"log dir {root} does not exist or is not a directory")
     wanted = set(topics)
-    refs: list[PartitionRef] = []
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir():
-                continue
-            try:
-                parsed = parse_partition_dir_name(entry.name)
-            except LogDirError:
-                continue
-            if parsed.suffix or parsed.topic == CLUSTER_METADATA_TOPIC:
-                continue
-            if wanted and parsed.topic not in wanted:
-                continue
-            refs.append(PartitionRef(parsed.topic, parsed.partition, entry.name))
+    refs = [
+        PartitionRef(topic, partition, path.name)
+        for topic, partition, path in live_partition_dirs(root)
+        if not wanted or topic in wanted
+    ]
     if wanted:
         missing = wanted - {r.topic for r in refs}
         if missing:

@@ -348,6 +348,29 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return parsed.topic, parsed.partition
 
 
+def live_partition_dirs(root: str | os.PathLike[str]) -> list[tuple[str, int, Path]]:
+    """(topic, partition, path) of every partition dir a reader or job of the log dir serves,
+    sorted: what a broker's loader loads as a topic's log, less the KRaft metadata log.
+
+    Skipped: hidden entries and files, names that are not `<topic>-<partition>` (a staging
+    area), `-delete`/`-future`/`-stray` dirs, tiered storage's `remote-log-index-cache` and
+    `__cluster_metadata-0` (the broker's own log, read only for topic settings).
+    """
+    found = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            try:
+                parsed = parse_partition_dir_name(entry.name)
+            except LogDirError:
+                continue
+            if parsed.suffix or parsed.topic == CLUSTER_METADATA_TOPIC:
+                continue
+            found.append((parsed.topic, parsed.partition, Path(entry.path)))
+    return sorted(found)
+
+
 def segment_log_files(partition_dir: str | os.PathLike[str]) -> list[Path]:
     """The live `.log` files of a partition dir by base offset: no `.deleted`/`.cleaned`/
     `.swap`/quarantine names, nothing whose name is not a 20-digit offset."""

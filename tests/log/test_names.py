@@ -304,3 +304,26 @@ def test_valid_topic_never_escapes_log_dir(topic: str) -> None:
 def test_unfinished_write_of(name: str, target: str | None) -> None:
     """The one recognition the log loader (deletes them all) and rebuild (indexes only) share."""
     assert unfinished_write_of(name) == target
+
+
+def test_live_partition_dirs_are_the_topic_logs_a_broker_loads(tmp_path):
+    for name in (
+        "orders-0",
+        "orders-10",
+        "a-b.c-2",
+        "__consumer_offsets-3",
+        "__cluster_metadata-0",  # the broker's own metadata log
+        "orders-1.0123456789abcdef0123456789abcdef-delete",
+        "orders-4.0123456789abcdef0123456789abcdef-future",
+        "remote-log-index-cache",
+        ".orders-5",
+        "staging",
+    ):
+        (tmp_path / name).mkdir()
+    (tmp_path / "orders-6").write_text("a file, not a dir")
+    assert [(t, p, path.name) for t, p, path in names.live_partition_dirs(tmp_path)] == [
+        ("__consumer_offsets", 3, "__consumer_offsets-3"),
+        ("a-b.c", 2, "a-b.c-2"),
+        ("orders", 0, "orders-0"),
+        ("orders", 10, "orders-10"),
+    ]
