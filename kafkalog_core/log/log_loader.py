@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,19 +23,16 @@ from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
 )
 from kafkalog_core.log.names import (
-    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
-    KRAFT_CHECKPOINT_DELETED,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
     parse_segment_file_name,
-    unfinished_write_of,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.log.segment.scan import TxnTracker, control_type_of
+from kafkalog_core.log.swap import complete_interrupted_swaps
 
 
 @dataclass
@@ -103,7 +99,10 @@ class LogLoader:
         self.report.deleted_files.append(path.name)
 
     def load(self) -> tuple[list[LogSegment], LoadReport]:
-        self._remove_temp_files_and_complete_swaps()
+        swaps = complete_interrupted_swaps(self.dir)  # passes 1-3
+        self.report.deleted_files += swaps.deleted_files
+        self.report.replaced_by_swap += swaps.replaced_by_swap
+        self.report.swaps_completed += swaps.swaps_completed
         segments = self._load_segments()
         is_delete_dir = self.dir.name.endswith("-delete")
         if not self.clean and not is_delete_dir:
@@ -133,68 +132,6 @@ class LogLoader:
         self.log_start_offset = max(self.log_start_offset_checkpoint, segments[0].base_offset)
         self._delete_stray_snapshots(segments)
         return segments, self.report
-
-    # passes 1-3
-    def _remove_temp_files_and_complete_swaps(self) -> None:
-        swap_files: list[Path] = []
-        cleaned_files: list[Path] = []
-        min_cleaned = None
-        for p in sorted(self.dir.iterdir()):
-            if not p.is_file():
-                continue
-            name = p.name
-            if name.endswith(DELETED_FILE_SUFFIX):
-                if not KRAFT_CHECKPOINT_DELETED.match(name):
-                    self._delete(p)
-            elif unfinished_write_of(name) is not None:  # its target is intact or rebuilt
-                self._delete(p)
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                with contextlib.suppress(LogDirError):
-                    off = parse_segment_file_name(name).base_offset
-                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-                cleaned_files.append(p)
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                swap_files.append(p)
-        valid_swaps = []
-        for p in swap_files:
-            try:
-                off = parse_segment_file_name(p.name).base_offset
-            except LogDirError:
-                continue
-            if min_cleaned is not None and off >= min_cleaned:
-                self._delete(p)  # part of an unfinished split/clean: roll back
-            else:
-                valid_swaps.append(p)
-        for p in cleaned_files:
-            self._delete(p)
-        # pass 2: the swapped-in segments replace every segment file inside their range
-        swap_logs = [p for p in valid_swaps if p.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)]
-        if swap_logs:
-            lo = min(parse_segment_file_name(p.name).base_offset for p in swap_logs)
-            hi = 0
-            for p in swap_logs:
-                base = parse_segment_file_name(p.name).base_offset
-                seg = LogSegment(self.dir, base, file_suffix=SWAP_FILE_SUFFIX)
-                hi = max(hi, seg.read_next_offset())
-                seg.release_handles()
-            for p in sorted(self.dir.iterdir()):
-                if not p.is_file() or p.name.endswith(SWAP_FILE_SUFFIX):
-                    continue
-                try:
-                    parsed = parse_segment_file_name(p.name)
-                except LogDirError:
-                    continue
-                if (
-                    parsed.extension in (LOG_FILE_SUFFIX, *INDEX_SUFFIXES)
-                    and lo <= parsed.base_offset < hi
-                ):
-                    p.unlink()
-                    self.report.replaced_by_swap.append(p.name)
-        # pass 3
-        for p in valid_swaps:
-            target = p.with_name(p.name[: -len(SWAP_FILE_SUFFIX)])
-            os.replace(p, target)
-            self.report.swaps_completed.append(p.name)
 
     # pass 4
     def _load_segments(self) -> list[LogSegment]:
@@ -303,13 +240,3 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
                 control = control_type_of(memoryview(seg.read_batch_bytes(header)), header)
             tracker.on_batch(header, control)
         tracker.map_end_offset = header.last_offset + 1
-
-
-def complete_interrupted_swaps(dir: Path) -> LoadReport:
-    """Passes 1-3 alone, as a broker's load starts: `.deleted` files go, a replacement killed
-    while any `.cleaned` remained is rolled back, one whose files all reached `.swap` is
-    completed. For jobs that replace segments (a split) and must finish or undo a killed run
-    before they look at the partition."""
-    loader = LogLoader(dir, None, 0, 0, clean=True)
-    loader._remove_temp_files_and_complete_swaps()
-    return loader.report
