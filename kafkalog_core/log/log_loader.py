@@ -1,6 +1,20 @@
 """Loading a partition directory the way a broker does at startup (Kafka's LogLoader, §6 passes
 1-12): crash leftovers, swaps, index rebuilds and recovery of the unflushed tail.
 
+A segment whose offsets overflow it (recovery raises LogSegmentOffsetOverflowError: a batch's
+last offset below its base offset or more than Int.MAX above it, e.g. a flipped bit in a base
+offset, which the CRC does not cover) is split as a broker's load splits it (`split.py`), and
+the load goes over the directory again. Nothing else is dropped that Kafka would keep:
+- recovery failing in pass 4 (offsets out of order, an I/O error) fails the load with a
+  LogDirError naming the file where Kafka's does (a missing .index, a corrupt .txnindex);
+  a segment only our stricter index checks distrust is then loaded as it is, as Kafka loads
+  it (a warning);
+- in pass 5 (recovery from the recovery point after an unclean shutdown) the same errors
+  empty the segment and drop the segments after it, as Kafka's recoverLog does;
+- batches a split can place nowhere (a double fault: see `split.py`) are cut; the other
+  segments stay, as the pieces were placed among them.
+Every cut is in the report: file, position, bytes, why (`LoadReport.truncations`).
+
 `PartitionLog.open` runs a `LogLoader` and keeps its `LoadReport`; tools show the report.
 """
 
@@ -8,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,19 +39,30 @@ from kafkalog_core.log.checkpoints import (
     LeaderEpochCheckpointFile,
 )
 from kafkalog_core.log.names import (
-    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_SUFFIXES,
-    KRAFT_CHECKPOINT_DELETED,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
     parse_segment_file_name,
-    unfinished_write_of,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.log.segment.scan import TxnTracker, control_type_of
+from kafkalog_core.log.split import SplitPlan, offset_ranges, split_overflowed
+from kafkalog_core.log.swap import complete_interrupted_swaps
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """Bytes the load cut from a segment's .log: from `position` on, `bytes` of them."""
+
+    file: str
+    position: int
+    bytes: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: cut {self.bytes} bytes at position {self.position} ({self.reason})"
 
 
 @dataclass
@@ -49,8 +75,10 @@ class LoadReport:
     swaps_completed: list[str] = field(default_factory=list)
     replaced_by_swap: list[str] = field(default_factory=list)
     rebuilt_indexes: list[tuple[int, str]] = field(default_factory=list)  # (base, reason)
-    recovered_segments: list[int] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)  # what each split of an overflowing segment did
+    recovered_segments: list[int] = field(default_factory=list)  # by the last pass over the dir
     truncated_bytes: int = 0
+    truncations: list[Truncation] = field(default_factory=list)  # where, how much and why
     dropped_segments: list[int] = field(default_factory=list)  # deleted after a truncation
     created_segment: int | None = None
     deleted_snapshots: list[str] = field(default_factory=list)
@@ -65,10 +93,15 @@ class LoadReport:
             self.deleted_files
             or self.swaps_completed
             or self.rebuilt_indexes
+            or self.splits
             or self.truncated_bytes
             or self.dropped_segments
             or self.created_segment is not None
         )
+
+
+class _Overflow(Exception):
+    """Recovery met a batch that does not fit its segment: split it, then load again."""
 
 
 class LogLoader:
@@ -87,7 +120,10 @@ class LogLoader:
         self.log_end_offset = 0
         self.recovery_point = recovery_point
         self.epoch_entries: list[tuple[int, int]] | None = None
+        # bytes pass 4 cut per segment base, kept over a split's new pass (pass 5's drop rule)
         self.pass4_truncated: dict[int, int] = {}
+        self._split_bases: set[int] = set()
+        self._pieces: set[int] = set()  # bases of the segments the splits made (no index yet)
         try:
             self.epoch_cache = LeaderEpochCache(
                 entries=LeaderEpochCheckpointFile(self.dir / LEADER_EPOCH_CHECKPOINT_FILE).read()
@@ -102,12 +138,25 @@ class LogLoader:
             path.unlink()
         self.report.deleted_files.append(path.name)
 
+    def _cut(self, file: str, position: int, length: int, reason: str) -> None:
+        self.report.truncated_bytes += length
+        self.report.truncations.append(Truncation(file, position, length, reason))
+
     def load(self) -> tuple[list[LogSegment], LoadReport]:
-        self._remove_temp_files_and_complete_swaps()
-        segments = self._load_segments()
+        swaps = complete_interrupted_swaps(self.dir)  # passes 1-3
+        self.report.deleted_files += swaps.deleted_files
+        self.report.replaced_by_swap += swaps.replaced_by_swap
+        self.report.swaps_completed += swaps.swaps_completed
         is_delete_dir = self.dir.name.endswith("-delete")
-        if not self.clean and not is_delete_dir:
-            segments = self._recover_log(segments)
+        # Kafka's retryOnOffsetOverflow: split the segment, then go over the directory again
+        while True:
+            self.report.recovered_segments = []
+            segments, overflowed = self._load_segments()
+            if not overflowed and not self.clean and not is_delete_dir:
+                segments, overflowed = self._recover_log(segments)
+            if not overflowed:
+                break
+            self._split(overflowed, segments)
         if segments:
             self.log_end_offset = segments[-1].read_next_offset()
         # pass 6: log start offset checkpoint above the LEO -> start over at it
@@ -134,70 +183,10 @@ class LogLoader:
         self._delete_stray_snapshots(segments)
         return segments, self.report
 
-    # passes 1-3
-    def _remove_temp_files_and_complete_swaps(self) -> None:
-        swap_files: list[Path] = []
-        cleaned_files: list[Path] = []
-        min_cleaned = None
-        for p in sorted(self.dir.iterdir()):
-            if not p.is_file():
-                continue
-            name = p.name
-            if name.endswith(DELETED_FILE_SUFFIX):
-                if not KRAFT_CHECKPOINT_DELETED.match(name):
-                    self._delete(p)
-            elif unfinished_write_of(name) is not None:  # its target is intact or rebuilt
-                self._delete(p)
-            elif name.endswith(CLEANED_FILE_SUFFIX):
-                with contextlib.suppress(LogDirError):
-                    off = parse_segment_file_name(name).base_offset
-                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-                cleaned_files.append(p)
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                swap_files.append(p)
-        valid_swaps = []
-        for p in swap_files:
-            try:
-                off = parse_segment_file_name(p.name).base_offset
-            except LogDirError:
-                continue
-            if min_cleaned is not None and off >= min_cleaned:
-                self._delete(p)  # part of an unfinished split/clean: roll back
-            else:
-                valid_swaps.append(p)
-        for p in cleaned_files:
-            self._delete(p)
-        # pass 2: the swapped-in segments replace every segment file inside their range
-        swap_logs = [p for p in valid_swaps if p.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX)]
-        if swap_logs:
-            lo = min(parse_segment_file_name(p.name).base_offset for p in swap_logs)
-            hi = 0
-            for p in swap_logs:
-                base = parse_segment_file_name(p.name).base_offset
-                seg = LogSegment(self.dir, base, file_suffix=SWAP_FILE_SUFFIX)
-                hi = max(hi, seg.read_next_offset())
-                seg.release_handles()
-            for p in sorted(self.dir.iterdir()):
-                if not p.is_file() or p.name.endswith(SWAP_FILE_SUFFIX):
-                    continue
-                try:
-                    parsed = parse_segment_file_name(p.name)
-                except LogDirError:
-                    continue
-                if (
-                    parsed.extension in (LOG_FILE_SUFFIX, *INDEX_SUFFIXES)
-                    and lo <= parsed.base_offset < hi
-                ):
-                    p.unlink()
-                    self.report.replaced_by_swap.append(p.name)
-        # pass 3
-        for p in valid_swaps:
-            target = p.with_name(p.name[: -len(SWAP_FILE_SUFFIX)])
-            os.replace(p, target)
-            self.report.swaps_completed.append(p.name)
-
     # pass 4
-    def _load_segments(self) -> list[LogSegment]:
+    def _load_segments(self) -> tuple[list[LogSegment], list[LogSegment]]:
+        """The segments, and those whose recovery found offsets that overflow them. Loading
+        goes on past an overflow, so that the split knows every other segment's offsets."""
         files = sorted(p for p in self.dir.iterdir() if p.is_file())
         logs: set[int] = set()
         for p in files:
@@ -212,66 +201,139 @@ class LogLoader:
                     continue
                 if base not in logs:
                     self._delete(p)  # orphan index
-        segments = []
+        segments: list[LogSegment] = []
+        overflowed: list[LogSegment] = []
         for base in sorted(logs):
             seg = LogSegment.open(self.dir, base, self.config)
-            reason = None
-            if not seg.index_path.exists():
-                reason = "missing .index"
-            elif seg.time_index_newly_created:
-                reason = "missing .timeindex"
-            else:
-                try:
-                    seg.sanity_check(False)
-                    reason = seg.indexes_look_valid()
-                except KafkaLogError as e:
-                    reason = str(e)
+            kafka_reason, reason = _why_recover(seg, base in self._pieces)
             if reason is not None:
-                truncated = self._recover_segment(seg, segments)
-                self.pass4_truncated[base] = truncated
-                self.report.rebuilt_indexes.append((base, reason))
-                self.report.truncated_bytes += truncated
+                try:
+                    truncated = self._recover_segment(seg, segments, in_recovery=False)
+                except _Overflow:
+                    overflowed.append(seg)
+                except (InvalidOffsetError, OSError) as e:
+                    if kafka_reason is not None:  # Kafka recovers it here too, and fails
+                        raise LogDirError(
+                            f"cannot load {seg.log_path}: recovering it ({reason}) failed: "
+                            f"{e}; a broker's load fails on it too"
+                        ) from e
+                    seg = self._load_as_kafka_does(seg, reason, e)
+                else:
+                    self.pass4_truncated[base] = self.pass4_truncated.get(base, 0) + truncated
+                    self.report.rebuilt_indexes.append((base, reason))
             segments.append(seg)
-        return segments
+        return segments, overflowed
 
-    def _recover_segment(self, seg: LogSegment, earlier: list[LogSegment]) -> int:
-        """Recover one segment with txn state rebuilt from the segments before it."""
+    def _load_as_kafka_does(self, seg: LogSegment, reason: str, error: Exception) -> LogSegment:
+        """A segment only our stricter checks distrust, which recovery could not rebuild:
+        loaded with its indexes as they are (a missing .timeindex created empty), as Kafka's
+        load trusts them; pass 5 recovers it as Kafka's would when it is in its range."""
+        seg.release_handles()
+        if not seg.index_path.exists():  # a split's piece: Kafka's split wrote it one
+            seg.index_path.touch()
+        seg = LogSegment.open(self.dir, seg.base_offset, self.config)
+        seg.sanity_check(seg.time_index_newly_created)
+        self.report.warnings.append(
+            f"{seg.log_path}: its indexes look wrong ({reason}) and recovery could not rebuild "
+            f"them ({error}); loaded as they are, as a broker's load trusts them"
+        )
+        return seg
+
+    def _recover_segment(
+        self, seg: LogSegment, earlier: list[LogSegment], in_recovery: bool
+    ) -> int:
+        """Recover one segment with txn state rebuilt from the segments before it; returns the
+        bytes cut. Raises `_Overflow` for a segment to split. An index append refusing offsets
+        out of order or an I/O error empties the segment `in_recovery` (pass 5, as Kafka's
+        recoverLog) and is raised otherwise (pass 4: Kafka's load fails)."""
         tracker = TxnTracker.empty()
         for prev in earlier:
             _replay_txns(prev, tracker)
         try:
             truncated = seg.recover(tracker, self.epoch_cache)
-        except (InvalidOffsetError, LogSegmentOffsetOverflowError, OSError) as e:
-            self.report.warnings.append(
-                f"{seg.log_path}: recovery failed ({e}); truncated to empty"
-            )
+        except LogSegmentOffsetOverflowError as e:
+            raise _Overflow(seg.log_path) from e
+        except (InvalidOffsetError, OSError) as e:
+            if not in_recovery:
+                raise
             truncated = seg.truncate_to(seg.base_offset)
+            if truncated:
+                self._cut(
+                    seg.log_path.name,
+                    seg.size,
+                    truncated,
+                    f"recovery failed ({e}); Kafka's recovery empties the segment",
+                )
+        else:
+            cut = seg.recovery_cut
+            if truncated and cut is not None:
+                self._cut(seg.log_path.name, cut.position, truncated, f"{cut.reason}: {cut.detail}")
         seg.flush_indexes_if_dirty()
         self.report.recovered_segments.append(seg.base_offset)
         self.epoch_entries = [tuple(e) for e in self.epoch_cache.entries]  # type: ignore[misc]
         return truncated
 
     # pass 5
-    def _recover_log(self, segments: list[LogSegment]) -> list[LogSegment]:
+    def _recover_log(self, segments: list[LogSegment]) -> tuple[list[LogSegment], list[LogSegment]]:
+        """Recover from the recovery point's segment on; stops at a segment that overflows
+        (returned with all the segments, for the split)."""
         if not segments:
-            return segments
+            return segments, []
         bases = [s.base_offset for s in segments]
         first = max(0, bisect.bisect_right(bases, self.recovery_point_checkpoint) - 1)
         already = set(self.report.recovered_segments)
         for k in range(first, len(segments)):
             seg = segments[k]
-            if seg.base_offset in already:
-                truncated = self.pass4_truncated.get(seg.base_offset, 0)
-            else:
-                truncated = self._recover_segment(seg, segments[:k])
-                self.report.truncated_bytes += truncated
+            truncated = self.pass4_truncated.get(seg.base_offset, 0)
+            if seg.base_offset not in already:
+                try:
+                    truncated += self._recover_segment(seg, segments[:k], in_recovery=True)
+                except _Overflow:
+                    return segments, [seg]
             if truncated > 0:
                 for later in segments[k + 1 :]:
                     later.change_file_suffixes("", DELETED_FILE_SUFFIX)
                     later.delete()
                     self.report.dropped_segments.append(later.base_offset)
-                return segments[: k + 1]
-        return segments
+                return segments[: k + 1], []
+        return segments, []
+
+    def _split(self, overflowed: list[LogSegment], segments: list[LogSegment]) -> None:
+        """Split the first segment that overflows (LocalLog.splitOverflowedSegment, kill-safe:
+        `split.py`) among the other segments of this pass, which are closed first; the next
+        pass opens the pieces and writes their indexes. What no piece can hold is cut; the
+        other segments stay, as the pieces were placed among them."""
+        target = overflowed[0]
+        if target.base_offset in self._split_bases:  # a split leaves no batch that overflows
+            raise LogDirError(
+                f"cannot load {target.log_path}: its offsets overflow it after a split"
+            )
+        self._split_bases.add(target.base_offset)
+        known = [(s.base_offset, None if s in overflowed else _next_offset(s)) for s in segments]
+        for seg in segments:
+            seg.release_handles()
+        others = offset_ranges(known, segments.index(target))
+        before = set(_segment_bases(self.dir))
+        self.report.splits += split_overflowed(
+            target.log_path, others, functools.partial(self._cut_split_tail, others)
+        )
+        self._pieces |= set(_segment_bases(self.dir)) - before | {target.base_offset}
+
+    def _cut_split_tail(
+        self, others: list[tuple[int, int]], plan: SplitPlan
+    ) -> list[tuple[int, int]]:
+        """Cut the bytes of `plan`'s .log that no piece can hold (a double fault); the other
+        segments are unchanged."""
+        with open(plan.log_path, "r+b") as f:
+            f.truncate(plan.valid_bytes)
+            os.fsync(f.fileno())
+        self._cut(
+            plan.log_path.name,
+            plan.valid_bytes,
+            plan.tail_bytes,
+            f"no segment of its split can hold it: {plan.stop}",
+        )
+        return others
 
     # pass 12 (file part): stray producer snapshots
     def _delete_stray_snapshots(self, segments: list[LogSegment]) -> None:
@@ -305,11 +367,44 @@ def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
         tracker.map_end_offset = header.last_offset + 1
 
 
-def complete_interrupted_swaps(dir: Path) -> LoadReport:
-    """Passes 1-3 alone, as a broker's load starts: `.deleted` files go, a replacement killed
-    while any `.cleaned` remained is rolled back, one whose files all reached `.swap` is
-    completed. For jobs that replace segments (a split) and must finish or undo a killed run
-    before they look at the partition."""
-    loader = LogLoader(dir, None, 0, 0, clean=True)
-    loader._remove_temp_files_and_complete_swaps()
-    return loader.report
+def _why_recover(seg: LogSegment, piece: bool) -> tuple[str | None, str | None]:
+    """Why pass 4 recovers `seg`: (Kafka's reason, ours). Kafka recovers a segment whose
+    .index is missing or whose .txnindex fails its sanity check; we also rebuild a missing
+    .timeindex (Kafka creates it empty), indexes that fail `indexes_look_valid` (Kafka >= 2.3
+    trusts them) and the indexes of a split's `piece` (Kafka's split writes them). The second
+    item is the reason given, None when nothing is wrong."""
+    if not seg.index_path.exists():
+        if piece:
+            return None, "a piece of a split: no .index yet"
+        return "missing .index", "missing .index"
+    try:
+        seg.sanity_check(False)
+    except KafkaLogError as e:
+        return str(e), str(e)
+    if seg.time_index_newly_created:
+        return None, "missing .timeindex"
+    try:
+        return None, seg.indexes_look_valid()
+    except KafkaLogError as e:  # e.g. a header the check reads is corrupt
+        return None, str(e)
+
+
+def _segment_bases(dir: Path) -> list[int]:
+    bases = []
+    for p in dir.iterdir():
+        if p.name.endswith(LOG_FILE_SUFFIX):
+            with contextlib.suppress(LogDirError):
+                bases.append(parse_segment_file_name(p.name).base_offset)
+    return bases
+
+
+def _next_offset(seg: LogSegment) -> int | None:
+    """The segment's next offset, or None when unknown: its last batch does not fit it (it
+    overflows too) or its batches cannot be walked."""
+    try:
+        next_offset = seg.read_next_offset()
+    except KafkaLogError:
+        return None
+    if next_offset == seg.base_offset or seg.can_convert_to_relative_offset(next_offset - 1):
+        return next_offset
+    return None

@@ -2,8 +2,8 @@
 segments whose offsets overflow them split.
 
 Safe to kill at any point and idempotent:
-- a split goes through `.cleaned` -> `.swap` (`split.py`); the next run finishes or rolls back
-  a killed one first, as a broker's load would;
+- a split goes through `.cleaned` -> `.swap` (the engine's `log/split.py`, the split a load
+  does too); the next run finishes or rolls back a killed one first, as a broker's load would;
 - every index is written to `<name>.tmp`, fsynced and renamed over the old one;
 - a corrupt tail is copied into `<segment>.log.quarantine` (fsynced, renamed into place) BEFORE
   the .log is truncated; a re-run after a kill between the two finds its own copy (same bytes)
@@ -24,6 +24,7 @@ quarantine: the file's mtime).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 from collections.abc import Iterator
@@ -35,7 +36,6 @@ from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
 )
-from kafkalog_core.log.log_loader import complete_interrupted_swaps
 from kafkalog_core.log.names import (
     CLEANED_FILE_SUFFIX,
     INDEX_SUFFIXES,
@@ -49,7 +49,14 @@ from kafkalog_core.log.names import (
     unfinished_write_of,
 )
 from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES, TxnTracker
-from kafkalog_core.maintenance.split import copy_range, plan_split, same_bytes, split_segment
+from kafkalog_core.log.split import (
+    SplitPlan,
+    copy_range,
+    offset_ranges,
+    same_bytes,
+    split_overflowed,
+)
+from kafkalog_core.log.swap import complete_interrupted_swaps
 from kafkalog_core.maintenance.verify import (
     CORRUPT_TAIL,
     OFFSET_OVERFLOW,
@@ -219,18 +226,31 @@ def _finish_interrupted_split(partition_dir: Path) -> list[str]:
 
 
 def _offset_ranges(segments: list[SegmentVerification], skip: int) -> list[tuple[int, int]]:
-    """[base, next) of every segment but `segments[skip]`; one whose offsets are unknown (it
-    overflows too) is taken to reach the next segment."""
-    ranges = []
-    for k, s in enumerate(segments):
-        if k == skip:
-            continue
-        if s.scan is not None:
-            end = s.scan.next_offset
-        else:
-            end = segments[k + 1].base_offset if k + 1 < len(segments) else s.base_offset + 1
-        ranges.append((s.base_offset, end))
-    return ranges
+    """[base, next) of every segment but `segments[skip]` (`split.offset_ranges`); the offsets
+    of one that overflows too (no scan) are unknown."""
+    known = [(s.base_offset, None if s.scan is None else s.scan.next_offset) for s in segments]
+    return offset_ranges(known, skip)
+
+
+def _quarantine_split_tail(
+    pv: PartitionVerification, k: int, suffix: str, actions: list[str], plan: SplitPlan
+) -> list[tuple[int, int]]:
+    """What no piece of segment `k`'s split can hold, quarantined with the segments after it
+    (recovery drops them after a corrupt tail); the offset ranges of those before it."""
+    log_path = pv.segments[k].log_path
+    for later in reversed(pv.segments[k + 1 :]):
+        if later.log_path.exists():
+            target = quarantine_whole(later.log_path, suffix)
+            actions.append(f"quarantined {later.log_path.name} whole to {target.name}")
+    target = quarantine_tail(log_path, plan.valid_bytes, suffix)
+    if target is None:
+        actions.append(f"cut {plan.tail_bytes} zero bytes (preallocated tail)")
+    else:
+        actions.append(
+            f"quarantined {plan.tail_bytes} tail bytes of {log_path.name} to "
+            f"{target.name} ({plan.stop})"
+        )
+    return _offset_ranges(pv.segments[: k + 1], k)
 
 
 def _split_overflowing(
@@ -251,22 +271,8 @@ def _split_overflowing(
             break
         k = over[-1]
         v = pv.segments[k]
-        plan = plan_split(v.log_path, _offset_ranges(pv.segments, k))
-        while plan.tail_bytes:
-            for later in reversed(pv.segments[k + 1 :]):
-                if later.log_path.exists():
-                    target = quarantine_whole(later.log_path, suffix)
-                    actions.append(f"quarantined {later.log_path.name} whole to {target.name}")
-            target = quarantine_tail(v.log_path, plan.valid_bytes, suffix)
-            if target is None:
-                actions.append(f"cut {plan.tail_bytes} zero bytes (preallocated tail)")
-            else:
-                actions.append(
-                    f"quarantined {plan.tail_bytes} tail bytes of {v.log_path.name} to "
-                    f"{target.name} ({plan.stop})"
-                )
-            plan = plan_split(v.log_path, _offset_ranges(pv.segments[: k + 1], k))
-        actions += split_segment(plan)
+        cut = functools.partial(_quarantine_split_tail, pv, k, suffix, actions)
+        actions += split_overflowed(v.log_path, _offset_ranges(pv.segments, k), cut)
         pv = verify_partition(pv.dir, index_interval_bytes)
     pv.actions = actions
     return pv
@@ -280,7 +286,7 @@ def rebuild_partition(
     quarantine_suffix: str = QUARANTINE_SUFFIX,
 ) -> PartitionVerification:
     """`rebuild_segment` for a whole partition, the way a broker's load leaves it (§6): a
-    segment whose offsets overflow it split (`split.py`), segments after a corrupt one
+    segment whose offsets overflow it split (`log/split.py`), segments after a corrupt one
     quarantined whole (Kafka deletes them), producer snapshots
     above the new log end offset deleted, leader-epoch entries at or after it dropped
     (truncateFromEnd), orphan index files and what a killed rebuild left half-written deleted."""

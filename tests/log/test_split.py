@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
+from kafkalog_core.log.split import plan_split
 from kafkalog_core.maintenance.rebuild import rebuild_partition
-from kafkalog_core.maintenance.split import plan_split
 from kafkalog_core.maintenance.verify import OFFSET_OVERFLOW, verify_partition
 from kafkalog_core.record.batch import iter_batch_headers
 from tests.killer import STEPS as KILL_STEPS
@@ -56,12 +56,17 @@ def raise_base_offset(log: Path, batch: int) -> tuple[int, int]:
     return h.base_offset, h.last_offset
 
 
-@pytest.fixture
-def pdir(tmp_path: Path) -> Path:
+def write_partition(tmp_path: Path) -> Path:
+    """orders-0 with 130 records in at least four segments."""
     d = tmp_path / "orders-0"
     write_log(d, n=130)
     assert len(list(d.glob("*.log"))) >= 4
     return d
+
+
+@pytest.fixture
+def pdir(tmp_path: Path) -> Path:
+    return write_partition(tmp_path)
 
 
 def expect_split(d: Path, first: int, last: int, original: list) -> None:

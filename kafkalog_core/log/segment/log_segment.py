@@ -42,7 +42,7 @@ from kafkalog_core.log.segment.reads import (
     TimestampAndOffset,
 )
 from kafkalog_core.log.segment.recovery import SegmentRecovery
-from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES
+from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES, InvalidBatch
 from kafkalog_core.log.writeback import start_writeback
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ class LogSegment(SegmentAppends, SegmentReads, SegmentRecovery):
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None  # None = not loaded yet
         self._max_ts_and_offset: tuple[int, int] | None = None  # None = not loaded yet
+        self.recovery_cut: InvalidBatch | None = None
 
     @classmethod
     def open(

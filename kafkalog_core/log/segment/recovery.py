@@ -31,11 +31,12 @@ class SegmentRecovery(SegmentState):
         `producer_state` may be a `TxnTracker` (default: a fresh one), a
         `ProducerStateManager` (its `update(header, control_type)`), or any object with
         `on_batch(header, control_type) -> AbortedTxn | None`. `leader_epoch_cache` needs
-        `latest_epoch` and `assign(epoch, start_offset)`. Returns the bytes truncated.
+        `latest_epoch` and `assign(epoch, start_offset)`. Returns the bytes truncated;
+        `recovery_cut` says where and why. Files change only after the walk and the offset and
+        time indexes took their entries (in memory), so a recovery that raises there (an offset
+        overflow, offsets out of order) leaves the .log and the .txnindex as they were.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
+        self.recovery_cut = None
         fh = self._handle()
         if self._dirty:
             fh.flush()
@@ -49,14 +50,18 @@ class SegmentRecovery(SegmentState):
             producer_state=producer_state,
             leader_epoch_cache=leader_epoch_cache,
         )
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.offset_index.append_many(scan.index_offsets, scan.index_positions)
+        if len(scan.walk_timestamps):
+            self.time_index.maybe_append_many(scan.walk_timestamps, scan.walk_offsets)
+        self.txn_index.reset()
         for aborted in scan.aborted_txns:
             self.txn_index.append(aborted)
         truncated = scan.truncated_bytes
         if truncated:
             self._truncate_log(scan.valid_bytes)
-        self.offset_index.append_many(scan.index_offsets, scan.index_positions)
-        if len(scan.walk_timestamps):
-            self.time_index.maybe_append_many(scan.walk_timestamps, scan.walk_offsets)
+            self.recovery_cut = scan.invalid
         self.offset_index.trim_to_valid_size()
         max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
         self._max_ts_and_offset = max_ts

@@ -17,6 +17,7 @@ from kafkalog_core.log.index.txn_index import TransactionIndex
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from kafkalog_core.log.segment.scan import InvalidBatch
     from kafkalog_core.record.batch import BatchHeader
 
 
@@ -37,6 +38,7 @@ class SegmentState:
     _bytes_since_last_index_entry: int
     _rolling_based_timestamp: int | None  # None = not loaded yet
     _max_ts_and_offset: tuple[int, int] | None  # None = not loaded yet
+    recovery_cut: InvalidBatch | None  # where and why the last `recover` cut the .log
 
     if TYPE_CHECKING:  # defined by LogSegment or one of its base classes
 

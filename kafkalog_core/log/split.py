@@ -22,23 +22,26 @@ How the pieces are put in place:
   plan recognises by its bytes;
 - the pieces within the old segment's offset range are written as `.cleaned`, renamed `.swap`
   in descending offset order, and the swap is completed by the loader's passes 1-3
-  (`complete_interrupted_swaps`): a kill before the last `.swap` rename rolls it back, a kill
-  after it is completed, by the next run and by a broker alike.
-The pieces get no index files: the rebuild that follows writes them (a broker rebuilds a missing
-`.index` too).
+  (`swap.complete_interrupted_swaps`): a kill before the last `.swap` rename rolls it back, a
+  kill after it is completed, by the next run and by a broker alike.
+The pieces get no index files: whoever split writes them next (the loader's next pass over the
+directory, the rebuild's index pass; a broker rebuilds a missing `.index` too).
+
+`split_overflowed` is the sequence both callers run: plan, let the caller cut what no piece can
+hold (the loader truncates it, the rebuild quarantines it), plan again, split.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import fsync_dir
-from kafkalog_core.log.log_loader import complete_interrupted_swaps
 from kafkalog_core.log.names import (
     CLEANED_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
@@ -46,8 +49,18 @@ from kafkalog_core.log.names import (
     offset_from_file_name,
 )
 from kafkalog_core.log.segment.scan import INT32_MAX, scan_segment
+from kafkalog_core.log.swap import complete_interrupted_swaps
 
-__all__ = ["Piece", "SplitPlan", "copy_range", "plan_split", "same_bytes", "split_segment"]
+__all__ = [
+    "Piece",
+    "SplitPlan",
+    "copy_range",
+    "offset_ranges",
+    "plan_split",
+    "same_bytes",
+    "split_overflowed",
+    "split_segment",
+]
 
 _COPY_CHUNK = 8 << 20
 
@@ -230,3 +243,41 @@ def split_segment(plan: SplitPlan) -> list[str]:
     names = ", ".join(piece.name for piece, _ in inside)
     actions.append(f"split {path.name}: swapped in {names}")
     return actions
+
+
+def offset_ranges(segments: Sequence[tuple[int, int | None]], skip: int) -> list[tuple[int, int]]:
+    """The `others` of `plan_split`: `[base, next)` of each `(base, next offset)` of a partition's
+    segments, in offset order, but `segments[skip]`. A next offset of None (unknown: that
+    segment overflows too, its own split will move what does not fit) is taken to reach the
+    next segment; for the last one, its base alone."""
+    ranges = []
+    for k, (base, next_offset) in enumerate(segments):
+        if k == skip:
+            continue
+        if next_offset is None:
+            next_offset = segments[k + 1][0] if k + 1 < len(segments) else base + 1
+        ranges.append((base, next_offset))
+    return ranges
+
+
+def split_overflowed(
+    log_path: Path,
+    others: Sequence[tuple[int, int]],
+    cut_tail: Callable[[SplitPlan], Sequence[tuple[int, int]]],
+) -> list[str]:
+    """Split the overflowing segment `log_path` among `others` (`plan_split`), kill-safe.
+
+    While batches remain that no piece can hold, `cut_tail(plan)` must remove the .log's bytes
+    from `plan.valid_bytes` on (and whatever else its caller's rules say) and return the other
+    segments' ranges after that; the split is then planned again. Returns `split_segment`'s
+    action lines."""
+    plan = plan_split(log_path, others)
+    while plan.tail_bytes:
+        others = cut_tail(plan)
+        size = log_path.stat().st_size
+        if size != plan.valid_bytes:
+            raise KafkaLogError(
+                f"{log_path}: {size} bytes after cutting its tail at {plan.valid_bytes}"
+            )
+        plan = plan_split(log_path, others)
+    return split_segment(plan)
