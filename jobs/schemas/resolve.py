@@ -20,8 +20,15 @@ from jobs.schemas.registry import RegisteredSchema, Registry, subject_name
 from jobs.schemas.settings import SCHEMA_TYPES, SchemaSettings
 from kafkalog_core.errors import ConfigError, SchemaError
 from kafkalog_core.schema.decode import Decoding
+from kafkalog_core.schema.encoding import Encoding
 
-__all__ = ["parse_schema_text", "record_name_of", "resolve_decoding"]
+__all__ = [
+    "parse_schema_text",
+    "record_name_of",
+    "resolve_decoding",
+    "resolve_encoding",
+    "spark_arrow_type",
+]
 
 
 def parse_schema_text(fmt: str, text: str, where: str, message: str | None = None) -> Any:
@@ -42,21 +49,12 @@ def parse_schema_text(fmt: str, text: str, where: str, message: str | None = Non
 
 
 def _parse_avro(text: str, where: str) -> Any:
-    import fastavro
-    from fastavro.schema import SchemaParseException, UnknownType
+    from kafkalog_core.schema.avro_schema import parse_avro_schema
 
     try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as e:
-        # a bare primitive name ("string") is an Avro schema too
-        if text.strip() in ("null", "boolean", "int", "long", "float", "double", "bytes", "string"):
-            return text.strip()
-        raise SchemaError(f"{where}: not an Avro schema: not JSON ({e})") from None
-    try:
-        fastavro.parse_schema(schema, named_schemas={})
-    except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError) as e:
-        raise SchemaError(f"{where}: not an Avro schema: {e}") from None
-    return schema
+        return parse_avro_schema(text)
+    except SchemaError as e:
+        raise SchemaError(f"{where}: {e}") from None
 
 
 def record_name_of(fmt: str, schema: Any) -> str | None:
@@ -147,6 +145,102 @@ def resolve_decoding(settings: SchemaSettings, topic: str | None, where: str) ->
     finally:
         registry.close()
     return Decoding(settings.field, settings.format, settings.framed, reader, writers)
+
+
+def _derived(settings: SchemaSettings, arrow_type: pa.DataType, where: str) -> Any:
+    """The schema the column types give (Spark's to_avro naming for Avro)."""
+    full = settings.record_name or "topLevelRecord"
+    namespace, _, name = full.rpartition(".")
+    try:
+        if settings.format == "avro":
+            from kafkalog_core.schema.avro_schema import avro_schema_for
+
+            return avro_schema_for(arrow_type, name, namespace)
+        if settings.format == "protobuf":
+            from kafkalog_core.schema.protobuf import parse_proto, proto_for
+
+            return parse_proto(proto_for(arrow_type, name, namespace))
+        from kafkalog_core.schema.json_schema import json_schema_for
+
+        return json_schema_for(arrow_type, full)
+    except SchemaError as e:
+        raise SchemaError(f"{where}: {e}") from None
+
+
+def _schema_text(fmt: str, schema: Any) -> str:
+    """A parsed schema as the text a registry holds."""
+    if fmt == "protobuf":
+        return str(schema.text)
+    return json.dumps(schema, separators=(",", ":"))
+
+
+def _fits(fmt: str, schema: Any, arrow_type: pa.DataType, where: str) -> None:
+    """The columns against the schema, once: SchemaError names the field and the types."""
+    try:
+        if fmt == "avro":
+            from kafkalog_core.schema.avro_bind import check_avro_schema
+
+            check_avro_schema(schema, arrow_type)
+        elif fmt == "protobuf":
+            from kafkalog_core.schema.protobuf import check_protobuf_schema
+
+            check_protobuf_schema(schema, arrow_type, where)
+    except SchemaError as e:
+        message = str(e)
+        raise SchemaError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
+def resolve_encoding(
+    settings: SchemaSettings, topic: str | None, arrow_type: pa.DataType, where: str
+) -> Encoding:
+    """The schema and framing id a column is written with (driver only, once per run)."""
+    if settings.format == "json":
+        return Encoding(settings.field, "json")
+    text = settings.local_schema_text()
+    label = f"{where}.schema_file" if settings.schema_file else f"{where}.schema"
+    local = (
+        None
+        if text is None
+        else parse_schema_text(settings.format, text, label, settings.record_name)
+    )
+    schema_id = settings.schema_id
+    if settings.registry is None:
+        if settings.framed and schema_id is None:
+            raise ConfigError(
+                f"{where}.framing=confluent needs a schema id: set {where}.schema_id or "
+                f"{where}.schema_registry"
+            )
+        schema = local if local is not None else _derived(settings, arrow_type, where)
+    else:
+        registry = Registry(settings.registry)
+        try:
+            candidate = local
+            if candidate is None and settings.registry.auto_register:
+                candidate = _derived(settings, arrow_type, where)
+            subject = _subject(settings, topic, candidate, where)
+            schema_type = SCHEMA_TYPES[settings.format]
+            if settings.registry.auto_register:
+                found = registry.register(
+                    subject, _schema_text(settings.format, candidate), schema_type
+                )
+                schema = candidate
+            elif local is not None:
+                found = registry.lookup(subject, _schema_text(settings.format, local), schema_type)
+                schema = local
+            else:
+                found = registry.version(subject, settings.registry.version)
+                _checked_type(found, settings, where)
+                schema = parse_schema_text(
+                    settings.format,
+                    found.schema,
+                    f"{where}: subject {subject!r} version {found.version}",
+                    settings.record_name,
+                )
+        finally:
+            registry.close()
+        schema_id = found.schema_id
+    _fits(settings.format, schema, arrow_type, where)
+    return Encoding(settings.field, settings.format, schema, schema_id if settings.framed else None)
 
 
 def spark_arrow_type(arrow_type: pa.DataType, where: str) -> tuple[Any, pa.DataType]:

@@ -26,6 +26,7 @@ __all__ = [
     "SchemaSettings",
     "nest_options",
     "parse_schema_settings",
+    "settings_from_options",
 ]
 
 SCHEMA_FORMATS = ("avro", "protobuf", "json_schema")
@@ -299,3 +300,20 @@ def nest_options(options: Mapping[str, str], prefix: str) -> dict[str, Any]:
         else:
             nested[rest] = value
     return nested
+
+
+def settings_from_options(options: Mapping[str, str]) -> tuple[SchemaSettings, ...]:
+    """The key's and value's settings from a data source's `key.` / `value.` options (only the
+    fields whose options are given; each needs its `format`)."""
+    out = []
+    for field_name in ("key", "value"):
+        nested = nest_options(options, field_name)
+        if not nested:
+            continue
+        if "format" not in nested:
+            raise ConfigError(
+                f"options {sorted(f'{field_name}.{k}' for k in nested)} need {field_name}.format "
+                f"(one of {list(FORMATS)})"
+            )
+        out.append(parse_schema_settings(nested, field_name, field_name))
+    return tuple(out)

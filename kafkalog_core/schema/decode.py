@@ -21,11 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalog_core.errors import SchemaError
+from kafkalog_core.schema.confluent import read_confluent_frame
 
 __all__ = ["Decoding", "decode_column"]
-
-MAGIC = 0  # the registry framing's first byte
-HEADER = 5  # magic byte + big-endian int32 schema id
 
 
 @dataclass(frozen=True)
@@ -64,54 +62,54 @@ class Decoding:
 
 @dataclass
 class _Frames:
-    """Where each record's payload starts and which schema id it names (vectorized)."""
+    """Each record's payload (the framing taken off), the schema id it names (-1: none) and
+    the Protobuf message indexes, plus a reason for every record that cannot be decoded."""
 
-    ids: np.ndarray  # int64, -1 where not framed
+    payloads: pa.Array
+    ids: np.ndarray
+    indexes: list[Any] | None
     reasons: list[str | None]
 
 
-def _frames(payloads: pa.BinaryArray, decoding: Decoding) -> _Frames:
-    n = len(payloads)
+def _frames(values: pa.Array, decoding: Decoding) -> _Frames:
+    n = len(values)
     reasons: list[str | None] = [None] * n
     if not decoding.framed:
-        return _Frames(np.full(n, -1, np.int64), reasons)
-    lengths = pc.binary_length(payloads).fill_null(0).to_numpy(zero_copy_only=False)
-    valid = pc.is_valid(payloads).to_numpy(zero_copy_only=False)
-    head = pc.binary_slice(payloads, 0, HEADER).fill_null(b"").to_pylist()
-    ids = np.full(n, -1, np.int64)
-    for i in np.flatnonzero(valid):
-        if lengths[i] < HEADER or head[i][0] != MAGIC:
-            first = head[i][0] if lengths[i] else None
-            reasons[i] = (
-                f"not in the registry framing ({lengths[i]} bytes, first byte {first}; "
-                f"expected byte {MAGIC} and a 4-byte schema id)"
-            )
-            continue
-        schema_id = int.from_bytes(head[i][1:HEADER], "big", signed=True)
-        if decoding.writer(schema_id) is None:
-            reasons[i] = f"unknown schema id {schema_id}"
-            continue
-        ids[i] = schema_id
-    return _Frames(ids, reasons)
+        return _Frames(values, np.full(n, -1, np.int64), None, reasons)
+    protobuf = decoding.format == "protobuf"
+    frames = read_confluent_frame(values, protobuf=protobuf, strict=False)
+    for row, why in frames.problems:
+        reasons[row] = f"not in the registry framing: the value {why}"
+    ids = frames.schema_ids.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    present = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(present & (ids < 0)):
+        if reasons[row] is None:  # beyond the rows the framing reader lists by name
+            reasons[row] = "not in the registry framing"
+    for schema_id in np.unique(ids[ids >= 0]):
+        if decoding.writer(int(schema_id)) is None:
+            for row in np.flatnonzero(ids == schema_id):
+                reasons[row] = f"unknown schema id {schema_id}"
+    indexes = frames.message_indexes.to_pylist() if protobuf else None
+    return _Frames(frames.payloads, ids, indexes, reasons)
 
 
 def decode_column(payloads: pa.Array, decoding: Decoding) -> tuple[pa.Array, list[str | None]]:
     """(decoded values of `decoding.arrow_type()`, reason per record or None). A null payload
     (a tombstone) decodes to null with no reason."""
-    payloads = payloads.cast(pa.binary()) if payloads.type != pa.binary() else payloads
     frames = _frames(payloads, decoding)
     arrow_type = decoding.arrow_type()
     if decoding.format in ("json", "json_schema"):
-        return _decode_json(payloads, frames, decoding, arrow_type)
-    values = payloads.to_pylist()
+        return _decode_json(frames, arrow_type)
+    values = frames.payloads.to_pylist()
     out: list[Any] = [None] * len(values)
     decoders: dict[Any, Callable[[bytes], Any]] = {}
     per_record = _avro_payload if decoding.format == "avro" else _protobuf_payload
     for i, payload in enumerate(values):
         if payload is None or frames.reasons[i] is not None:
             continue
+        indexes = tuple(frames.indexes[i]) if frames.indexes is not None else ()
         try:
-            out[i] = per_record(payload, int(frames.ids[i]), decoding, decoders)
+            out[i] = per_record(payload, int(frames.ids[i]), indexes, decoding, decoders)
         except SchemaError as e:
             frames.reasons[i] = str(e)
         except Exception as e:  # the libraries' own errors for bytes that are not the schema
@@ -122,7 +120,11 @@ def decode_column(payloads: pa.Array, decoding: Decoding) -> tuple[pa.Array, lis
 
 
 def _avro_payload(
-    payload: bytes, schema_id: int, decoding: Decoding, decoders: dict[Any, Callable[[bytes], Any]]
+    payload: bytes,
+    schema_id: int,
+    indexes: tuple[int, ...],
+    decoding: Decoding,
+    decoders: dict[Any, Callable[[bytes], Any]],
 ) -> Any:
     decode = decoders.get(schema_id)
     if decode is None:
@@ -132,44 +134,16 @@ def _avro_payload(
         decoders["reader"] = reader  # type: ignore[assignment]
         writer = decoding.reader if schema_id < 0 else decoding.writer(schema_id)
         decode = decoders[schema_id] = reader.for_writer(writer)  # type: ignore[attr-defined]
-    return decode(payload[HEADER:] if decoding.framed else payload)
-
-
-def _message_indexes(payload: bytes, at: int) -> tuple[tuple[int, ...], int]:
-    """The registry framing's Protobuf message indexes (zig-zag varints: a count, then the
-    indexes; a count of 0 means the first message) and where the message starts."""
-
-    def varint(position: int) -> tuple[int, int]:
-        shift = result = 0
-        while True:
-            if position >= len(payload):
-                raise SchemaError("bad bytes: the message indexes run past the record")
-            byte = payload[position]
-            result |= (byte & 0x7F) << shift
-            position += 1
-            if not byte & 0x80:
-                return (result >> 1) ^ -(result & 1), position
-            shift += 7
-            if shift > 63:
-                raise SchemaError("bad bytes: a message index varint is too long")
-
-    count, at = varint(at)
-    if count < 0 or count > 64:
-        raise SchemaError(f"bad bytes: {count} message indexes")
-    indexes = []
-    for _ in range(count):
-        index, at = varint(at)
-        indexes.append(index)
-    return (tuple(indexes) or (0,)), at
+    return decode(payload)
 
 
 def _protobuf_payload(
-    payload: bytes, schema_id: int, decoding: Decoding, decoders: dict[Any, Callable[[bytes], Any]]
+    payload: bytes,
+    schema_id: int,
+    indexes: tuple[int, ...],
+    decoding: Decoding,
+    decoders: dict[Any, Callable[[bytes], Any]],
 ) -> Any:
-    start = 0
-    indexes: tuple[int, ...] = ()
-    if decoding.framed:
-        indexes, start = _message_indexes(payload, HEADER)
     key = (schema_id, indexes)
     decode = decoders.get(key)
     if decode is None:
@@ -187,22 +161,20 @@ def _protobuf_payload(
                         f"{reader.message}"
                     ) from None
         decode = decoders[key] = reader.decoder()
-    return decode(payload[start:])
+    return decode(payload)
 
 
-def _decode_json(
-    payloads: pa.BinaryArray, frames: _Frames, decoding: Decoding, arrow_type: pa.DataType
-) -> tuple[pa.Array, list[str | None]]:
+def _decode_json(frames: _Frames, arrow_type: pa.DataType) -> tuple[pa.Array, list[str | None]]:
     """All good payloads through Arrow's JSON reader at once; if that refuses, one by one to
     find the records at fault."""
     from kafkalog_core.schema.json_schema import decode_json_values
 
+    payloads = frames.payloads
     good = pc.is_valid(payloads).to_numpy(zero_copy_only=False) & np.array(
         [r is None for r in frames.reasons], bool
     )
     rows = np.flatnonzero(good)
-    start = HEADER if decoding.framed else 0
-    texts = [p[start:] for p in pc.take(payloads, pa.array(rows)).to_pylist()] if len(rows) else []
+    texts = pc.take(payloads, pa.array(rows)).to_pylist() if len(rows) else []
     try:
         decoded = decode_json_values(texts, arrow_type)
     except ValueError:

@@ -166,7 +166,10 @@ def _protoc(text: str, file_name: str) -> bytes:
         )
         if done.returncode != 0 or not out.exists():
             lines = [line for line in done.stderr.splitlines() if line.strip()]
-            why = lines[0] if lines else f"protoc exited with {done.returncode}"
+            # protoc's own lines name the file; a logging library's notice may come first
+            at = re.compile(rf"{re.escape(file_name)}:\d+:\d+: ")
+            named = [line for line in lines if at.match(line)] or lines
+            why = named[0] if named else f"protoc exited with {done.returncode}"
             why = why.replace(f"{tmp}/", "")
             raise SchemaError(f".proto does not parse: {why}")
         return out.read_bytes()

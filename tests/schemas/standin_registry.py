@@ -52,6 +52,15 @@ def _avro_incompatibility(new: str, old: str) -> str | None:
     )
 
 
+def _same(schema_type: str, a: str, b: str) -> bool:
+    if schema_type == "PROTOBUF":
+        return a == b
+    try:
+        return json.loads(a) == json.loads(b)
+    except json.JSONDecodeError:
+        return a == b
+
+
 class StandInRegistry:
     """Start with `with StandInRegistry() as registry:`; `registry.url` is its address."""
 
@@ -87,8 +96,10 @@ class StandInRegistry:
         return int(body["id"])
 
     def _id_of(self, schema_type: str, schema: str) -> int | None:
-        for number, known in enumerate(self.state.schemas, 1):
-            if known == (schema_type, schema):
+        """The id of this schema; Avro and JSON schemas compare as parsed JSON (a registry
+        compares canonical forms: whitespace and key order do not make a new schema)."""
+        for number, (known_type, known) in enumerate(self.state.schemas, 1):
+            if known_type == schema_type and _same(schema_type, known, schema):
                 return number
         return None
 
