@@ -89,6 +89,7 @@ from jobs.ingestion.tasks.writer import (
     write_task_direct,
 )
 from jobs.maintenance.common import parse_now
+from jobs.schemas.resolve import forget_resolved_encodings
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
@@ -360,6 +361,7 @@ def run(
     by default it is the first attempt's clock, recorded so a rerun of the run id reuses it.
     """
     run_id = run_id or config.run_id or default_run_id()
+    forget_resolved_encodings()  # the registry is asked afresh by each run, once
     root = Path(config.output_root).absolute()
     timings: dict[str, int] = {}
     clock = time.monotonic()

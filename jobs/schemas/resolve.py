@@ -27,6 +27,8 @@ __all__ = [
     "record_name_of",
     "resolve_decoding",
     "resolve_encoding",
+    "forget_resolved_encodings",
+    "resolve_encoding_once",
     "spark_arrow_type",
 ]
 
@@ -55,6 +57,13 @@ def _parse_avro(text: str, where: str) -> Any:
         return parse_avro_schema(text)
     except SchemaError as e:
         raise SchemaError(f"{where}: {e}") from None
+
+
+def _label(settings: SchemaSettings, where: str) -> str:
+    """How messages name a local schema: the file (and its path) or the inline schema."""
+    if settings.schema_file:
+        return f"{where}.schema_file={settings.schema_file!r}"
+    return f"{where}.schema"
 
 
 def record_name_of(fmt: str, schema: Any) -> str | None:
@@ -94,7 +103,7 @@ def _checked_type(found: RegisteredSchema, settings: SchemaSettings, where: str)
 def resolve_decoding(settings: SchemaSettings, topic: str | None, where: str) -> Decoding:
     """The reader schema and the writer schemas by id for reading one column (driver only)."""
     text = settings.local_schema_text()
-    label = f"{where}.schema_file" if settings.schema_file else f"{where}.schema"
+    label = _label(settings, where)
     if settings.format == "json":
         if text is None:
             raise ConfigError(
@@ -195,9 +204,11 @@ def resolve_encoding(
 ) -> Encoding:
     """The schema and framing id a column is written with (driver only, once per run)."""
     if settings.format == "json":
-        return Encoding(settings.field, "json")
+        return Encoding(
+            settings.field, "json", None, settings.schema_id if settings.framed else None
+        )
     text = settings.local_schema_text()
-    label = f"{where}.schema_file" if settings.schema_file else f"{where}.schema"
+    label = _label(settings, where)
     local = (
         None
         if text is None
@@ -205,11 +216,6 @@ def resolve_encoding(
     )
     schema_id = settings.schema_id
     if settings.registry is None:
-        if settings.framed and schema_id is None:
-            raise ConfigError(
-                f"{where}.framing=confluent needs a schema id: set {where}.schema_id or "
-                f"{where}.schema_registry"
-            )
         schema = local if local is not None else _derived(settings, arrow_type, where)
     else:
         registry = Registry(settings.registry)
@@ -239,8 +245,30 @@ def resolve_encoding(
         finally:
             registry.close()
         schema_id = found.schema_id
-    _fits(settings.format, schema, arrow_type, where)
+    _fits(settings.format, schema, arrow_type, where if schema is not local else label)
     return Encoding(settings.field, settings.format, schema, schema_id if settings.framed else None)
+
+
+# (settings, topic, column type, setting) -> the run's encoding: a run resolves its key and
+# value in several plans (the Spark path, the arrow task reader, the range mode's sample), and
+# the registry is asked once
+_RESOLVED: dict[tuple[SchemaSettings, str | None, str, str], Encoding] = {}
+
+
+def resolve_encoding_once(
+    settings: SchemaSettings, topic: str | None, arrow_type: pa.DataType, where: str
+) -> Encoding:
+    """`resolve_encoding`, remembered for the driver process's later plans of the run."""
+    key = (settings, topic, str(arrow_type), where)
+    if key not in _RESOLVED:
+        _RESOLVED[key] = resolve_encoding(settings, topic, arrow_type, where)
+    return _RESOLVED[key]
+
+
+def forget_resolved_encodings() -> None:
+    """Start a run: its key and value schemas are resolved anew (a registry's latest version
+    may have moved since the last run of this process)."""
+    _RESOLVED.clear()
 
 
 def spark_arrow_type(arrow_type: pa.DataType, where: str) -> tuple[Any, pa.DataType]:

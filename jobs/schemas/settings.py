@@ -230,8 +230,11 @@ def _registry(raw: Any, where: str) -> RegistrySettings:
     )
 
 
-def parse_schema_settings(raw: Mapping[str, Any], field: str, where: str) -> SchemaSettings:
-    """A key's or value's schema settings from their nested form (YAML, or `nest_options`)."""
+def parse_schema_settings(
+    raw: Mapping[str, Any], field: str, where: str, *, reading: bool = False
+) -> SchemaSettings:
+    """A key's or value's schema settings from their nested form (YAML, or `nest_options`).
+    `reading`: framed records may be read with a reader schema and no id (any id decodes)."""
     _only_known(raw, _KNOWN, where)
     fmt = str(raw.get("format", "")).strip().lower()
     if fmt not in FORMATS:
@@ -247,28 +250,29 @@ def parse_schema_settings(raw: Mapping[str, Any], field: str, where: str) -> Sch
     registry = None
     if raw.get("schema_registry") is not None:
         registry = _registry(raw["schema_registry"], f"{where}.schema_registry")
-    schema_id = (
-        None if raw.get("schema_id") is None else _int(raw["schema_id"], f"{where}.schema_id")
-    )
+    schema_id = None
+    if raw.get("schema_id") is not None:
+        schema_id = _int(raw["schema_id"], f"{where}.schema_id")
+        if schema_id >= 2**31:
+            raise _invalid(f"{where}.schema_id", raw["schema_id"], "must fit 4 bytes (< 2**31)")
     record_name = (
         None
         if raw.get("record_name") is None
         else _text(raw["record_name"], f"{where}.record_name")
     )
-    if fmt == "json":
-        for name, given in (("schema_registry", registry), ("schema_id", schema_id)):
-            if given is not None:
-                raise ConfigError(
-                    f"{where}.{name}: format json has no registry framing (use json_schema)"
-                )
+    if fmt == "json" and registry is not None:
+        raise ConfigError(f"{where}.schema_registry: format json has no schema (use json_schema)")
     if registry is not None and schema_id is not None:
         raise ConfigError(f"{where}: set at most one of schema_registry and schema_id")
     default_framing = "confluent" if registry is not None or schema_id is not None else "none"
     framing = str(raw.get("framing", default_framing)).strip().lower()
     if framing not in FRAMINGS:
         raise _invalid(f"{where}.framing", raw.get("framing"), f"must be one of {list(FRAMINGS)}")
-    if framing == "confluent" and fmt == "json":
-        raise ConfigError(f"{where}.framing: format json is never framed (use json_schema)")
+    if framing == "confluent" and registry is None and schema_id is None and not reading:
+        raise ConfigError(
+            f"{where}.framing=confluent needs a schema id to frame with: set {where}.schema_id "
+            f"or {where}.schema_registry"
+        )
     if registry is not None and registry.auto_register and registry.version is not None:
         raise ConfigError(
             f"{where}.schema_registry: auto_register registers a schema; it takes no version"
@@ -302,7 +306,9 @@ def nest_options(options: Mapping[str, str], prefix: str) -> dict[str, Any]:
     return nested
 
 
-def settings_from_options(options: Mapping[str, str]) -> tuple[SchemaSettings, ...]:
+def settings_from_options(
+    options: Mapping[str, str], *, reading: bool = False
+) -> tuple[SchemaSettings, ...]:
     """The key's and value's settings from a data source's `key.` / `value.` options (only the
     fields whose options are given; each needs its `format`)."""
     out = []
@@ -315,5 +321,5 @@ def settings_from_options(options: Mapping[str, str]) -> tuple[SchemaSettings, .
                 f"options {sorted(f'{field_name}.{k}' for k in nested)} need {field_name}.format "
                 f"(one of {list(FORMATS)})"
             )
-        out.append(parse_schema_settings(nested, field_name, field_name))
+        out.append(parse_schema_settings(nested, field_name, field_name, reading=reading))
     return tuple(out)

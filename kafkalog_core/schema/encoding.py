@@ -23,6 +23,7 @@ class Encoding:
     format: str
     schema: Any = None
     schema_id: int | None = None
+    zone: str | None = None  # JSON: timestamps written in this zone (Spark's session zone)
 
     def encode(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
         """Each row's bytes (null rows stay null: tombstones); SchemaError names the row."""
@@ -42,7 +43,7 @@ class Encoding:
             else:
                 from kafkalog_core.schema.json_encode import encode_json
 
-                payloads = encode_json(values)
+                payloads = encode_json(values, self.zone)
                 if self.format == "json_schema":
                     from kafkalog_core.schema.json_schema import check_json_rows
 

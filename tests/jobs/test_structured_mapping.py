@@ -133,7 +133,7 @@ def test_avro_of_columns_framed_with_a_schema_id(spark, source, tmp_path):
         "UTC",
         {},
     )
-    schema = fastavro.parse_schema(json.loads(resolved.schema))
+    schema = fastavro.parse_schema(resolved.encoding.schema)
     decoded = {}
     for payload in frames.payloads.to_pylist():
         row = fastavro.schemaless_reader(io.BytesIO(payload), schema)
@@ -198,9 +198,15 @@ def test_settings_are_checked():
     base = _doc(Path("x"), Path("y"), "auto", {"columns": ["id"], "format": "avro"})
     for value, message in [
         ({"columns": ["id"], "format": "string"}, "format must be json or avro"),
-        ({"column": "id", "format": "string", "schema_id": 3}, "apply to format avro or json"),
-        ({"columns": ["id"], "format": "avro", "framing": "confluent"}, "needs a schema_id"),
-        ({"columns": ["id"], "format": "json", "schema_file": "a.avsc"}, "set format: avro"),
+        ({"column": "id", "format": "string", "schema_id": 3}, "apply to the formats"),
+        (
+            {"columns": ["id"], "format": "avro", "framing": "confluent"},
+            "needs a schema id to frame with",
+        ),
+        (
+            {"columns": ["id"], "format": "json", "schema_file": "a.avsc"},
+            "format json takes no schema",
+        ),
         ({"columns": ["id"], "format": "avro", "schema_id": -1}, "schema_id"),
     ]:
         base["mapping"]["value"] = value

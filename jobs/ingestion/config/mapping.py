@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.ingestion.config.values import as_mapping, invalid, non_empty_text, only_known
+from jobs.schemas.settings import FRAMINGS, SCHEMA_FORMATS, SchemaSettings, parse_schema_settings
 from kafkalog_core.errors import ConfigError, InvalidTopicError
 from kafkalog_core.log.names import validate_topic_name
 
 __all__ = [
     "FORMATS",
     "FRAMINGS",
+    "SCHEMA_SETTINGS",
     "NULL_KEY_PARTITIONERS",
     "TIMESTAMP_UNITS",
     "FieldMapping",
@@ -25,25 +27,28 @@ __all__ = [
     "TopicMapping",
 ]
 
-FORMATS = ("bytes", "string", "json", "long", "int", "avro")
+FORMATS = ("bytes", "string", "json", "long", "int", *SCHEMA_FORMATS)
 # formats that build the bytes from several columns or a struct (`columns:` takes only these)
-STRUCTURED_FORMATS = ("json", "avro")
-FRAMINGS = ("confluent", "none")
+STRUCTURED_FORMATS = ("json", *SCHEMA_FORMATS)
+# a structured format's schema and framing (parsed by jobs.schemas.settings, as the data
+# source's key./value. options are)
+SCHEMA_SETTINGS = ("schema_file", "schema_registry", "schema_id", "framing", "record_name")
 NULL_KEY_PARTITIONERS = ("value_hash", "round_robin")
 TIMESTAMP_UNITS = ("ms", "s", "us")
 
 
 @dataclass(frozen=True)
 class FieldMapping:
-    """A record field from one column, one SQL expression, or (json, avro) several columns."""
+    """A record field from one column, one SQL expression, or (structured formats) several
+    columns."""
 
     column: str | None = None
     expr: str | None = None
-    columns: tuple[str, ...] | None = None  # json/avro: these columns as one record; ("*",) = all
+    columns: tuple[str, ...] | None = None  # structured formats: one record of these; ("*",) = all
     format: str | None = None  # None = by type: binary -> bytes, anything else -> string
-    schema_file: str | None = None  # avro: a .avsc the columns must fit (else derived, as Spark)
-    schema_id: int | None = None  # frame with this Schema Registry id
-    framing: str | None = None  # confluent | none; None = confluent with a schema_id, else none
+    # structured formats: the schema (a file, the registry, else derived from the columns, as
+    # Spark's to_avro derives it), the framing and its id
+    schema: SchemaSettings | None = None
     unit: str = "ms"  # timestamp only: unit of integral columns
     # timestamp only: `timestamp: now`, the run's start time (fixed once per run, see
     # jobs.ingestion.staging.task_staging.run_start_ms); now_ms is filled in by `IngestConfig.at_run_start`
@@ -67,7 +72,7 @@ class FieldMapping:
             raw = {"column": raw}
         raw = as_mapping(raw, where)
         known = ["column", "expr"]
-        known += ["unit"] if timestamp else ["format", "schema_file", "schema_id", "framing"]
+        known += ["unit"] if timestamp else ["format", *SCHEMA_SETTINGS]
         if allow_columns:
             known.append("columns")
         only_known(raw, known, where)
@@ -94,7 +99,7 @@ class FieldMapping:
         unit = raw.get("unit", "ms")
         if unit not in TIMESTAMP_UNITS:
             raise invalid(f"{where}.unit", unit, f"must be one of {list(TIMESTAMP_UNITS)}")
-        schema_file, schema_id, framing = _schema_settings(raw, fmt, where)
+        schema = _schema_settings(raw, fmt, where)
         return cls(
             column=None
             if raw.get("column") is None
@@ -103,35 +108,24 @@ class FieldMapping:
             columns=columns,
             format=fmt,
             unit=unit,
-            schema_file=schema_file,
-            schema_id=schema_id,
-            framing=framing,
+            schema=schema,
         )
 
 
-def _schema_settings(
-    raw: Mapping, fmt: str | None, where: str
-) -> tuple[str | None, int | None, str | None]:
-    """(schema_file, schema_id, framing) of a key/value mapping, checked: a schema file only
-    for avro, an id in 0..2**31-1, confluent framing only with an id to frame with."""
-    schema_file = raw.get("schema_file")
-    if schema_file is not None:
-        schema_file = non_empty_text(schema_file, f"{where}.schema_file")
-        if fmt != "avro":
-            raise ConfigError(f"{where}.schema_file is an Avro schema (.avsc); set format: avro")
-    schema_id = raw.get("schema_id")
-    if schema_id is not None and (
-        not isinstance(schema_id, int) or isinstance(schema_id, bool) or not 0 <= schema_id < 2**31
-    ):
-        raise invalid(f"{where}.schema_id", schema_id, "must be an integer in 0..2147483647")
-    framing = raw.get("framing")
-    if framing is not None and framing not in FRAMINGS:
-        raise invalid(f"{where}.framing", framing, f"must be one of {list(FRAMINGS)}")
-    if (schema_id is not None or framing is not None) and fmt not in STRUCTURED_FORMATS:
-        raise ConfigError(f"{where}: schema_id and framing apply to format avro or json")
-    if framing == "confluent" and schema_id is None:
-        raise ConfigError(f"{where}.framing=confluent needs a schema_id to frame with")
-    return schema_file, schema_id, framing
+def _schema_settings(raw: Mapping, fmt: str | None, where: str) -> SchemaSettings | None:
+    """A structured format's schema and framing settings, checked (None for other formats,
+    which take none of them)."""
+    given = {k: raw[k] for k in SCHEMA_SETTINGS if raw.get(k) is not None}
+    if fmt not in STRUCTURED_FORMATS:
+        if given:
+            raise ConfigError(
+                f"{where}: {sorted(given)} apply to the formats {list(STRUCTURED_FORMATS)}, "
+                f"not {fmt or 'the default'}"
+            )
+        return None
+    if fmt == "json" and "schema_file" in given:
+        raise ConfigError(f"{where}.schema_file: format json takes no schema (use json_schema)")
+    return parse_schema_settings({"format": fmt, **given}, where.rsplit(".", 1)[-1], where)
 
 
 @dataclass(frozen=True)

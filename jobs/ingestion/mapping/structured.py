@@ -1,36 +1,30 @@
-"""Keys and values made from columns in a structured format (`format: avro` or `json` of a
-column list or a struct column): the schema resolved once on the driver, the bytes encoded in
-the tasks by `kafkalog_core.schema`, whichever reader runs.
+"""Keys and values made from columns in a structured format (`format: avro`, `protobuf`,
+`json_schema` or `json` of a column list or a struct column): the schema resolved once on the
+driver, the bytes encoded in the tasks by `kafkalog_core.schema`, whichever reader runs.
 
-The driver resolves a `StructuredValue` from the source DataFrame's schema: the Avro schema
-(the `.avsc` of `schema_file`, checked against the columns, or the one Spark's `to_avro`
-derives from their Spark types, nullability included), the framing and the session time zone
-(JSON writes timestamps in it, as Spark's `to_json` does). It is small and picklable: the
+The driver resolves a `StructuredValue` from the source DataFrame's schema: an `Encoding`
+with the schema (a `schema_file` checked against the columns, the registry's, or the one
+derived from their Spark types, as Spark's `to_avro` derives it, nullability included; see
+`jobs.schemas.resolve`), the framing id and the session time zone (JSON writes timestamps in
+it, as Spark's `to_json` does). It is small and picklable: the
 Spark path encodes with it in an Arrow UDF, the arrow task reader on the batches it reads, so
 both give the same bytes. JSON with `mapping.json_options` stays Spark's own `to_json`.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from jobs.ingestion.config.mapping import STRUCTURED_FORMATS, FieldMapping
+from jobs.schemas.resolve import resolve_encoding_once
 from kafkalog_core.errors import ConfigError, SchemaError
-from kafkalog_core.schema import (
-    avro_misfits,
-    avro_schema_for,
-    check_avro_schema,
-    encode_avro,
-    encode_json,
-    frame_confluent,
-    parse_avro_schema,
-)
+from kafkalog_core.schema import avro_misfits
+from kafkalog_core.schema.encoding import Encoding
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,13 +46,10 @@ class StructuredValue:
     """How a key or value is built from columns (see the module docstring)."""
 
     setting: str  # "mapping.value" / "mapping.key", for messages
-    format: str  # avro | json
+    format: str  # json | avro | protobuf | json_schema
     columns: tuple[str, ...] | None  # a column list: one record of these, in this order
     column: str | None  # or one column (a struct; any type for avro); neither: an expr
-    schema: str | None  # avro: the writer schema's JSON text
-    schema_id: int | None
-    framing: str  # confluent | none
-    zone: str  # the Spark session's time zone
+    encoding: Encoding  # the schema, framing id and JSON zone, resolved once per run
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -72,25 +63,19 @@ class StructuredValue:
         return batch.column(self.column)
 
     def encode(self, values: pa.Array) -> pa.Array:
-        """Each row's bytes (null rows stay null); a row that does not fit the Avro schema is
-        one SchemaError naming the field."""
-        if self.format == "json":
-            payloads = encode_json(values, self.zone)
-        else:
-            assert self.schema is not None
-            schema = json.loads(self.schema)
-            try:
-                payloads = encode_avro(values, schema)
-            except SchemaError:
-                _, why = avro_misfits(values, schema)[0]
-                raise SchemaError(
-                    f"{self.setting} (format avro): a source row does not fit the value schema: "
-                    f"{why}"
-                ) from None
-        if self.framing == "confluent":
-            assert self.schema_id is not None
-            payloads = frame_confluent(payloads, self.schema_id)
-        return payloads
+        """Each row's bytes (null rows stay null); a row that does not fit the schema is one
+        SchemaError naming the field."""
+        try:
+            return self.encoding.encode(values)
+        except SchemaError as e:
+            why = str(e)
+            if self.format == "avro":
+                misfits = avro_misfits(values, self.encoding.schema)
+                why = misfits[0][1] if misfits else why
+            raise SchemaError(
+                f"{self.setting} (format {self.format}): a source row does not fit the value "
+                f"schema: {why}"
+            ) from None
 
 
 def structured_value(
@@ -100,11 +85,13 @@ def structured_value(
     zone: str,
     json_options: Mapping[str, str],
     spark_type: DataType | None = None,
+    topic: str | None = None,
 ) -> StructuredValue | None:
     """The driver's resolution of a key/value mapping in a structured format, or None for the
     other formats (and JSON with json_options, which Spark's to_json writes). `spark_type`: the
     type of the mapping's expression as Spark resolved it (an `expr`, which only Spark's path
-    evaluates); otherwise the columns' types in `df`."""
+    evaluates); otherwise the columns' types in `df`. `topic`: the constant topic a registry
+    subject is named after (TopicNameStrategy)."""
     if fm is None or fm.format not in STRUCTURED_FORMATS:
         return None
     if fm.format == "json" and json_options:
@@ -124,24 +111,20 @@ def structured_value(
     if spark_type is None:
         spark_type = _spark_type(df, columns, column, setting)
     arrow_type = _arrow_type(spark_type, setting)
-    schema_text = None
-    if fm.format == "json":
-        if not (
-            pa.types.is_struct(arrow_type)
-            or pa.types.is_map(arrow_type)
-            or pa.types.is_list(arrow_type)
-        ):
-            raise ConfigError(
-                f"{setting}.format=json needs a struct, map or array (or 'columns: [...]'), not "
-                f"{spark_type.simpleString()}"
-            )
-    else:
-        schema = _avro_schema(fm, arrow_type, setting)
-        schema_text = json.dumps(schema)
-    framing = fm.framing or ("confluent" if fm.schema_id is not None else "none")
-    return StructuredValue(
-        setting, fm.format, columns, column, schema_text, fm.schema_id, framing, zone
+    if fm.format == "json" and not (
+        pa.types.is_struct(arrow_type)
+        or pa.types.is_map(arrow_type)
+        or pa.types.is_list(arrow_type)
+    ):
+        raise ConfigError(
+            f"{setting}.format=json needs a struct, map or array (or 'columns: [...]'), not "
+            f"{spark_type.simpleString()}"
+        )
+    assert fm.schema is not None
+    encoding = dataclasses.replace(
+        resolve_encoding_once(fm.schema, topic, arrow_type, setting), zone=zone
     )
+    return StructuredValue(setting, fm.format, columns, column, encoding)
 
 
 def _spark_type(df: DataFrame, columns, column, setting: str) -> DataType:
@@ -176,25 +159,6 @@ def _arrow_type(spark_type: DataType, setting: str) -> pa.DataType:
         ) from None
 
 
-def _avro_schema(fm: FieldMapping, arrow_type: pa.DataType, setting: str) -> dict:
-    if fm.schema_file is None:
-        try:
-            return avro_schema_for(arrow_type)
-        except SchemaError as e:
-            raise SchemaError(f"{setting}: {e}") from None
-    path = Path(fm.schema_file)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"{setting}.schema_file={fm.schema_file!r}: {e.strerror or e}") from None
-    try:
-        schema = parse_avro_schema(text)
-        check_avro_schema(schema, arrow_type)
-    except SchemaError as e:
-        raise SchemaError(f"{setting}.schema_file={fm.schema_file!r}: {e}") from None
-    return schema
-
-
 def session_zone(df: DataFrame) -> str:
     """The Spark session's time zone (what to_json writes timestamps in)."""
     return str(df.sparkSession.conf.get("spark.sql.session.timeZone"))
@@ -216,6 +180,6 @@ def structured_values(df: DataFrame, config: IngestConfig) -> dict[str, Structur
     m = config.mapping
     zone = session_zone(df)
     return {
-        name: structured_value(df, fm, f"mapping.{name}", zone, m.json_options)
+        name: structured_value(df, fm, f"mapping.{name}", zone, m.json_options, topic=m.topic.name)
         for name, fm in (("key", m.key), ("value", m.value))
     }
