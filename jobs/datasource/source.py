@@ -29,6 +29,9 @@ from jobs.datasource.schema import (
 if TYPE_CHECKING:
     from jobs.datasource.decoded import DecodedColumns
 
+if TYPE_CHECKING:
+    from jobs.datasource.decoded import DecodedColumns
+
 __all__ = ["KafkaLogDataSource"]
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "FORMATS",
     "FRAMINGS",
     "SCHEMA_FORMATS",
+    "SCHEMA_TYPES",
     "SUBJECT_NAME_STRATEGIES",
     "RegistrySettings",
     "SchemaSettings",

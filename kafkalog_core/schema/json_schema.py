@@ -203,27 +203,126 @@ def arrow_type_for_json_schema(schema: Mapping[str, Any], where: str = "schema")
 # --- checking rows ----------------------------------------------------------------------------
 
 
-def _structural_only(schema: Any) -> bool:
-    """True when every keyword is one the column types answer (no per-row validator needed)."""
+def _structural_only(schema: Any, in_container: bool = False) -> bool:
+    """True when every keyword is one the column types answer, or (outside lists and maps) a
+    bound the vectorized leaf checks answer: no per-row validator needed."""
     if isinstance(schema, bool):
         return True
     if not isinstance(schema, Mapping):
         return False
-    if set(schema) - _STRUCTURAL:
+    allowed = _STRUCTURAL if in_container else _STRUCTURAL | _LEAF_KEYWORDS
+    if set(schema) - allowed:
         return False
     if schema.get("format") not in (None, "date", "date-time"):
         return False
-    subs: list[Any] = list((schema.get("properties") or {}).values())
+    subs: list[tuple[Any, bool]] = [
+        (s, in_container) for s in (schema.get("properties") or {}).values()
+    ]
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
-            subs.append(schema[key])
+            subs.append((schema[key], True))
     for key in ("oneOf", "anyOf"):
         if key in schema:
             body, nullable = _without_null(schema)
             if body.get(key) is not None or not nullable:
                 return False
-            subs.append({k: v for k, v in body.items()})
-    return all(_structural_only(s) for s in subs)
+            subs.append(({k: v for k, v in body.items()}, in_container))
+    return all(_structural_only(s, inside) for s, inside in subs)
+
+
+# bounds a column answers at once (Arrow compute), for properties reached through objects only
+_LEAF_KEYWORDS = {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "enum",
+    "const",
+    "minLength",
+    "maxLength",
+}
+
+
+def _leaf_violations(column: pa.Array, body: Mapping[str, Any]) -> tuple[pa.Array, str] | None:
+    """(rows where the column breaks one of the body's bounds, the rule), or None."""
+    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+    if pa.types.is_decimal(column.type):  # JSON numbers are read as doubles by validators
+        column, numeric = column.cast(pa.float64()), True
+    rules: list[tuple[Any, str]] = []
+    if numeric:
+        for key, compare, word in (
+            ("minimum", pc.less, "less than the minimum of"),
+            ("maximum", pc.greater, "greater than the maximum of"),
+            ("exclusiveMinimum", pc.less_equal, "less than or equal to the minimum of"),
+            ("exclusiveMaximum", pc.greater_equal, "greater than or equal to the maximum of"),
+        ):
+            if isinstance(body.get(key), (int, float)) and not isinstance(body.get(key), bool):
+                rules.append((compare(column, body[key]), f"is {word} {body[key]}"))
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        lengths = pc.utf8_length(column)
+        if isinstance(body.get("minLength"), int):
+            rules.append(
+                (pc.less(lengths, body["minLength"]), f"is shorter than {body['minLength']}")
+            )
+        if isinstance(body.get("maxLength"), int):
+            rules.append(
+                (pc.greater(lengths, body["maxLength"]), f"is longer than {body['maxLength']}")
+            )
+    allowed = body.get("enum")
+    if "const" in body:
+        allowed = [body["const"]]
+    if isinstance(allowed, list):
+        kinds = [v for v in allowed if v is not None and not isinstance(v, (dict, list))]
+        try:
+            inside = pc.is_in(column, value_set=pa.array(kinds, column.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            inside = pa.array(np.zeros(len(column), bool))  # no member of the column's type
+        rules.append((pc.invert(inside), f"is not one of {allowed}"))
+    for broken, why in rules:
+        broken = pc.and_(broken, pc.is_valid(column)).fill_null(False)
+        if pc.any(broken).as_py():
+            return broken, why
+    return None
+
+
+def _check_leaves(values: pa.Array, schema: Any, where: str) -> bool:
+    """The vectorized bounds of every property reached through objects: SchemaError naming the
+    first row and the field that breaks one. False when a bound sits on a column these checks
+    do not compare (a timestamp, a date, binary: their JSON is text): the validator's then."""
+    if not isinstance(schema, Mapping) or not pa.types.is_struct(values.type):
+        return True
+    body, _ = _without_null(schema)
+    handled = True
+    for name, sub in (body.get("properties") or {}).items():
+        if values.type.get_field_index(name) < 0 or not isinstance(sub, Mapping):
+            continue
+        column = pc.struct_field(values, name)  # null where the row or a parent is null
+        here = f"{where}.{name}"
+        if pa.types.is_struct(column.type):
+            handled &= _check_leaves(column, sub, here)
+            continue
+        leaf = _without_null(sub)[0]
+        if set(leaf) & _LEAF_KEYWORDS and not _comparable(column.type):
+            handled = False
+            continue
+        found = _leaf_violations(column, leaf)
+        if found is not None:
+            broken, why = found
+            row = int(np.flatnonzero(broken.to_numpy(zero_copy_only=False))[0])
+            raise SchemaError(f"{here}: row {row}: {column[row].as_py()!r} {why}")
+    return handled
+
+
+def _comparable(t: pa.DataType) -> bool:
+    """Column types whose JSON value the leaf checks compare exactly as a validator would."""
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+    )
 
 
 def _fits(
@@ -300,13 +399,14 @@ def _top_level_required_nulls(values: pa.Array, schema: Mapping[str, Any], where
 def check_json_rows(
     values: pa.Array, encoded: pa.Array, schema: Mapping[str, Any], where: str = "value"
 ) -> None:
-    """Hold the rows to the schema: the column types once, required columns' nulls vectorized,
-    and (only when the schema says more than its structure) each encoded row through the
-    `jsonschema` validator. SchemaError names the row and the field."""
+    """Hold the rows to the schema: the column types once, required columns' nulls and the
+    bounds of plain properties (minimum, maximum, enum, lengths) vectorized, and only when the
+    schema says more than that, each encoded row through the `jsonschema` validator.
+    SchemaError names the row and the field."""
     nested_nullable: list[str] = []
     _fits(values.type, schema, where, nested_nullable, top=True)
     _top_level_required_nulls(values, schema, where)
-    if _structural_only(schema) and not nested_nullable:
+    if _structural_only(schema) and not nested_nullable and _check_leaves(values, schema, where):
         return
     from jsonschema import validators
 

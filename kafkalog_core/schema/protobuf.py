@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from kafkalog_core.errors import SchemaError
@@ -65,7 +66,7 @@ _MAP_KEYS = {"int32", "int64", "uint32", "uint64", "bool", "string"}
 # --- derived schemas --------------------------------------------------------------------------
 
 
-def _proto_type(arrow: pa.DataType, where: str, nested: list[str], counter: list[int]) -> str:
+def _proto_type(arrow: pa.DataType, where: str, nested: list[str]) -> str:
     """The proto type of one Arrow type; nested messages are appended to `nested`."""
     if arrow in _SCALARS:
         return _SCALARS[arrow]
@@ -74,9 +75,8 @@ def _proto_type(arrow: pa.DataType, where: str, nested: list[str], counter: list
     if pa.types.is_timestamp(arrow):
         return _TIMESTAMP
     if pa.types.is_struct(arrow):
-        counter[0] += 1
         name = f"{_camel(where.rsplit('.', 1)[-1])}Message"
-        nested.append(_message_text(name, arrow, where, counter))
+        nested.append(_message_text(name, arrow, where))
         return name
     raise SchemaError(f"{where}: Arrow type {arrow} has no Protobuf form here")
 
@@ -85,7 +85,7 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "Field"
 
 
-def _message_text(name: str, struct: pa.StructType, where: str, counter: list[int]) -> str:
+def _message_text(name: str, struct: pa.StructType, where: str) -> str:
     nested: list[str] = []
     lines = [f"message {name} {{"]
     for number, arrow_field in enumerate(struct, 1):
@@ -98,11 +98,9 @@ def _message_text(name: str, struct: pa.StructType, where: str, counter: list[in
             item = arrow.value_type
             if pa.types.is_list(item) or pa.types.is_large_list(item) or pa.types.is_map(item):
                 raise SchemaError(f"{here}: a list of {item} has no Protobuf form (no nesting)")
-            lines.append(
-                f"  repeated {_proto_type(item, here, nested, counter)} {field_name} = {number};"
-            )
+            lines.append(f"  repeated {_proto_type(item, here, nested)} {field_name} = {number};")
         elif pa.types.is_map(arrow):
-            key = _proto_type(arrow.key_type, here, nested, counter)
+            key = _proto_type(arrow.key_type, here, nested)
             if key not in _MAP_KEYS:
                 raise SchemaError(
                     f"{here}: map keys of type {arrow.key_type} have no Protobuf form"
@@ -111,10 +109,10 @@ def _message_text(name: str, struct: pa.StructType, where: str, counter: list[in
             if pa.types.is_list(value) or pa.types.is_map(value):
                 raise SchemaError(f"{here}: map values of type {value} have no Protobuf form")
             lines.append(
-                f"  map<{key}, {_proto_type(value, here, nested, counter)}> {field_name} = {number};"
+                f"  map<{key}, {_proto_type(value, here, nested)}> {field_name} = {number};"
             )
         else:
-            proto = _proto_type(arrow, here, nested, counter)
+            proto = _proto_type(arrow, here, nested)
             optional = "optional " if arrow_field.nullable and proto in _SCALARS.values() else ""
             lines.append(f"  {optional}{proto} {field_name} = {number};")
     body = "\n".join("  " + line for text in nested for line in text.splitlines())
@@ -129,7 +127,7 @@ def proto_for(arrow_type: pa.DataType, message: str = "topLevelRecord", package:
         )
     if not _IDENTIFIER.fullmatch(message):
         raise SchemaError(f"{message!r} is not a Protobuf message name")
-    text = _message_text(message, arrow_type, message, [0])
+    text = _message_text(message, arrow_type, message)
     header = ['syntax = "proto3";']
     if package:
         header.append(f"package {package};")
@@ -319,24 +317,54 @@ class ProtobufSchema:
 # --- Arrow <-> the runtime's values ------------------------------------------------------------
 
 
-def _runtime_values(values: pa.Array) -> pa.Array:
-    """The Arrow values in the types the runtime takes: decimals as text, dates as days."""
-    target = _runtime_type(values.type)
-    return values if target == values.type else values.cast(target)
+def _runtime_values(array: pa.Array) -> pa.Array:
+    """The Arrow values in the forms the runtime takes, converted by Arrow and numpy (not per
+    value in Python): decimals as text, dates as days, timestamps as Timestamp's
+    {seconds, nanos} (a tz-aware datetime per value would cost more than the encode)."""
+    t = array.type
+    if not _needs_runtime_form(t):
+        return array
+    if pa.types.is_decimal(t):
+        return array.cast(pa.string())
+    if pa.types.is_date32(t):
+        return array.cast(pa.int32())
+    if pa.types.is_timestamp(t):
+        per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[t.unit]
+        ticks = np.asarray(array.cast(pa.int64()).fill_null(0))
+        seconds = np.floor_divide(ticks, per_second)
+        nanos = (ticks - seconds * per_second) * (10**9 // per_second)
+        return pa.StructArray.from_arrays(
+            [pa.array(seconds), pa.array(nanos.astype(np.int32))],
+            names=["seconds", "nanos"],
+            mask=array.is_null(),
+        )
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays(
+            [_runtime_values(child) for child in array.flatten()],
+            names=[f.name for f in t],
+            mask=array.is_null(),
+        )
+    if pa.types.is_map(t):
+        return pa.MapArray.from_arrays(
+            array.offsets, array.keys, _runtime_values(array.items), mask=array.is_null()
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return type(array).from_arrays(
+            array.offsets, _runtime_values(array.values), mask=array.is_null()
+        )
+    return array
 
 
-def _runtime_type(arrow: pa.DataType) -> pa.DataType:
-    if pa.types.is_decimal(arrow):
-        return pa.string()
-    if pa.types.is_date32(arrow):
-        return pa.int32()
-    if pa.types.is_struct(arrow):
-        return pa.struct([f.with_type(_runtime_type(f.type)) for f in arrow])
-    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
-        return pa.list_(arrow.value_field.with_type(_runtime_type(arrow.value_type)))
-    if pa.types.is_map(arrow):
-        return pa.map_(arrow.key_type, arrow.item_field.with_type(_runtime_type(arrow.item_type)))
-    return arrow
+def _needs_runtime_form(t: pa.DataType) -> bool:
+    if pa.types.is_decimal(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_needs_runtime_form(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _needs_runtime_form(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _needs_runtime_form(t.value_type)
+    return False
 
 
 def _is_map(field: Any) -> bool:

@@ -107,10 +107,10 @@ def test_structural_schema_checks_without_the_validator_per_row() -> None:
 
 
 def test_keywords_beyond_the_structure_run_the_validator_on_each_row() -> None:
-    schema = {"type": "object", "properties": {"id": {"type": "integer", "maximum": 5}}}
-    values = pa.array([{"id": 1}, {"id": 9}], pa.struct([("id", pa.int64())]))
-    encoded = pa.array([b'{"id":1}', b'{"id":9}'], pa.binary())
-    with pytest.raises(SchemaError, match=r"value\.id: row 1: 9 is greater than the maximum of 5"):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^a"}}}
+    values = pa.array([{"name": "ann"}, {"name": "bob"}], pa.struct([("name", pa.string())]))
+    encoded = pa.array([b'{"name":"ann"}', b'{"name":"bob"}'], pa.binary())
+    with pytest.raises(SchemaError, match=r"value\.name: row 1: 'bob' does not match '\^a'"):
         check_json_rows(values, encoded, schema, "value")
 
 
@@ -127,3 +127,47 @@ def test_parse_refusals() -> None:
 def test_connect_type_hints_keep_narrow_numbers_narrow() -> None:
     schema = json_schema_for(pa.struct([("n", pa.int32()), ("f", pa.float32())]))
     assert arrow_type_for_json_schema(schema) == pa.struct([("n", pa.int32()), ("f", pa.float32())])
+
+
+def test_bounds_of_plain_properties_are_checked_by_column_not_per_row() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "minimum": 1},
+            "name": {"type": "string", "maxLength": 3, "enum": ["ann", "bob", "cy"]},
+            "inner": {
+                "type": "object",
+                "properties": {"x": {"type": "number", "exclusiveMaximum": 5}},
+            },
+        },
+    }
+    arrow = pa.struct(
+        [("id", pa.int64()), ("name", pa.string()), ("inner", pa.struct([("x", pa.float64())]))]
+    )
+    ok = pa.array(
+        [{"id": 1, "name": "ann", "inner": {"x": 4.5}}, {"id": 2, "name": None, "inner": None}],
+        arrow,
+    )
+    never = pa.array([None, None], pa.binary())  # the validator would fail on these: not run
+    check_json_rows(ok, never, schema, "value")
+    cases = [
+        (
+            {"id": 0, "name": "ann", "inner": None},
+            r"value\.id: row 1: 0 is less than the minimum of 1",
+        ),
+        ({"id": 1, "name": "dave", "inner": None}, r"value\.name: row 1: 'dave' is longer than 3"),
+        ({"id": 1, "name": "al", "inner": None}, r"value\.name: row 1: 'al' is not one of"),
+        (
+            {"id": 1, "name": None, "inner": {"x": 5.0}},
+            r"value\.inner\.x: row 1: 5\.0 is greater than or equal",
+        ),
+    ]
+    for bad, message in cases:
+        rows = pa.array([ok[0].as_py(), bad], arrow)
+        with pytest.raises(SchemaError, match=message):
+            check_json_rows(rows, never, schema, "value")
+    # the same schema through the validator agrees on each case
+    validator = jsonschema.Draft7Validator(schema)
+    assert all(
+        not validator.is_valid({k: v for k, v in bad.items() if v is not None}) for bad, _ in cases
+    )

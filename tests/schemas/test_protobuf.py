@@ -141,3 +141,17 @@ def test_refusals_are_one_line() -> None:
         parse_proto('syntax = "proto3"; message X { int32 a = 1; }', message="Y")
     with pytest.raises(SchemaError, match=r"x\.l: a list of list"):
         proto_for(pa.struct([("l", pa.list_(pa.list_(pa.int32())))]), "x")
+
+
+def test_timestamps_before_1970_and_inside_lists_keep_their_instant() -> None:
+    arrow = pa.struct(
+        [("at", pa.timestamp("us", tz="UTC")), ("times", pa.list_(pa.timestamp("ms")))]
+    )
+    schema = parse_proto(proto_for(arrow, "T"))
+    before = dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc)
+    encoded = schema.encode(
+        pa.array([{"at": before, "times": [dt.datetime(1960, 1, 1, 0, 0, 0, 1000)]}], arrow)
+    )
+    message = runtime_class(schema).FromString(encoded[0].as_py())
+    assert (message.at.seconds, message.at.nanos) == (-1, 999_999_000)
+    assert message.times[0].ToDatetime() == dt.datetime(1960, 1, 1, 0, 0, 0, 1000)
