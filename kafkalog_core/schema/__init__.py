@@ -6,6 +6,11 @@ Registry's wire framing. No Spark here; the ingest job and the data source call 
 - `encode_avro(values, schema)`: each row's Avro binary (no framing); null rows stay null.
 - `encode_json(values)`: each row as Spark's `to_json` of a struct writes it.
 - `frame_confluent(payloads, schema_id)`, `read_confluent_frame(values)`: the registry framing.
+- `protobuf`: messages from columns or a `.proto` (protoc), encoded/decoded by the runtime.
+- `json_schema`: JSON Schemas from columns or a file, rows checked, JSON decoded into columns.
+- `encoding.Encoding`: one key/value column's format, schema and framing id -> record bytes.
+- `avro_read`: Avro records resolved to a reader schema (fastavro); `decode`: a framed or plain
+  column decoded into the reader schema's type, with the reason for each record that is not.
 """
 
 from kafkalog_core.schema.avro_bind import check_avro_schema
