@@ -203,31 +203,45 @@ def arrow_type_for_json_schema(schema: Mapping[str, Any], where: str = "schema")
 # --- checking rows ----------------------------------------------------------------------------
 
 
-def _structural_only(schema: Any, in_container: bool = False) -> bool:
-    """True when every keyword is one the column types answer, or (outside lists and maps) a
-    bound the vectorized leaf checks answer: no per-row validator needed."""
+_SCALAR_TYPES = {"string", "integer", "number", "boolean"}
+
+
+def _is_scalar_leaf(schema: Any) -> bool:
+    """A property schema of one scalar type, self-contained (no reference to elsewhere)."""
+    if not isinstance(schema, Mapping) or "$ref" in json.dumps(schema):
+        return False
+    return _without_null(schema)[0].get("type") in _SCALAR_TYPES
+
+
+def _structural_only(schema: Any, in_container: bool = False, property_: bool = False) -> bool:
+    """True when the column checks answer the whole schema, so no row goes through the
+    validator: every object-level keyword is one the column types answer, and each scalar
+    property reached through objects only (not inside a list or a map) is checked by column
+    (`_check_leaves`: bounds by Arrow compute, other keywords by the validator on the column's
+    distinct values)."""
     if isinstance(schema, bool):
         return True
     if not isinstance(schema, Mapping):
         return False
-    allowed = _STRUCTURAL if in_container else _STRUCTURAL | _LEAF_KEYWORDS
-    if set(schema) - allowed:
+    if property_ and not in_container and _is_scalar_leaf(schema):
+        return True
+    if set(schema) - _STRUCTURAL:
         return False
     if schema.get("format") not in (None, "date", "date-time"):
         return False
-    subs: list[tuple[Any, bool]] = [
-        (s, in_container) for s in (schema.get("properties") or {}).values()
+    subs: list[tuple[Any, bool, bool]] = [
+        (s, in_container, True) for s in (schema.get("properties") or {}).values()
     ]
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
-            subs.append((schema[key], True))
+            subs.append((schema[key], True, False))
     for key in ("oneOf", "anyOf"):
         if key in schema:
             body, nullable = _without_null(schema)
             if body.get(key) is not None or not nullable:
                 return False
-            subs.append(({k: v for k, v in body.items()}, in_container))
-    return all(_structural_only(s, inside) for s, inside in subs)
+            subs.append(({k: v for k, v in body.items()}, in_container, property_))
+    return all(_structural_only(s, inside, prop) for s, inside, prop in subs)
 
 
 # bounds a column answers at once (Arrow compute), for properties reached through objects only
@@ -285,7 +299,7 @@ def _leaf_violations(column: pa.Array, body: Mapping[str, Any]) -> tuple[pa.Arra
     return None
 
 
-def _check_leaves(values: pa.Array, schema: Any, where: str) -> bool:
+def _check_leaves(values: pa.Array, schema: Any, where: str, validator: Any) -> bool:
     """The vectorized bounds of every property reached through objects: SchemaError naming the
     first row and the field that breaks one. False when a bound sits on a column these checks
     do not compare (a timestamp, a date, binary: their JSON is text): the validator's then."""
@@ -299,18 +313,36 @@ def _check_leaves(values: pa.Array, schema: Any, where: str) -> bool:
         column = pc.struct_field(values, name)  # null where the row or a parent is null
         here = f"{where}.{name}"
         if pa.types.is_struct(column.type):
-            handled &= _check_leaves(column, sub, here)
+            handled &= _check_leaves(column, sub, here, validator)
             continue
         leaf = _without_null(sub)[0]
-        if set(leaf) & _LEAF_KEYWORDS and not _comparable(column.type):
+        others = set(leaf) - _STRUCTURAL - _LEAF_KEYWORDS
+        if (set(leaf) & _LEAF_KEYWORDS or others) and not _comparable(column.type):
             handled = False
             continue
         found = _leaf_violations(column, leaf)
+        if found is None and others:
+            found = _distinct_violations(column, sub, validator)
         if found is not None:
             broken, why = found
             row = int(np.flatnonzero(broken.to_numpy(zero_copy_only=False))[0])
             raise SchemaError(f"{here}: row {row}: {column[row].as_py()!r} {why}")
     return handled
+
+
+def _distinct_violations(
+    column: pa.Array, schema: Mapping[str, Any], validator: Any
+) -> tuple[pa.Array, str] | None:
+    """The validator on each distinct value of a scalar column instead of on each row (a
+    currency column has a handful): the rows holding the first value it refuses, and why."""
+    values = column.cast(pa.float64()) if pa.types.is_decimal(column.type) else column
+    check = validator.evolve(schema=schema)
+    for value in pc.unique(values.drop_null()).to_pylist():
+        error = next(iter(check.iter_errors(value)), None)
+        if error is not None:
+            broken = pc.equal(values, pa.scalar(value, values.type)).fill_null(False)
+            return broken, f"is refused: {error.message}"
+    return None
 
 
 def _comparable(t: pa.DataType) -> bool:
@@ -406,11 +438,15 @@ def check_json_rows(
     nested_nullable: list[str] = []
     _fits(values.type, schema, where, nested_nullable, top=True)
     _top_level_required_nulls(values, schema, where)
-    if _structural_only(schema) and not nested_nullable and _check_leaves(values, schema, where):
-        return
     from jsonschema import validators
 
     validator = validators.validator_for(schema)(schema)
+    if (
+        _structural_only(schema)
+        and not nested_nullable
+        and _check_leaves(values, schema, where, validator)
+    ):
+        return
     for row, text in enumerate(encoded.to_pylist()):
         if text is None:
             continue

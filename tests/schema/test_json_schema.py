@@ -19,7 +19,7 @@ from kafkalog_core.schema.json_schema import (
     json_schema_for,
     parse_json_schema,
 )
-from tests.schemas.helpers import ORDER_COLUMNS
+from tests.schema.orders import ORDER_COLUMNS
 
 ORDER = pa.struct(
     [
@@ -107,10 +107,13 @@ def test_structural_schema_checks_without_the_validator_per_row() -> None:
 
 
 def test_keywords_beyond_the_structure_run_the_validator_on_each_row() -> None:
-    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^a"}}}
-    values = pa.array([{"name": "ann"}, {"name": "bob"}], pa.struct([("name", pa.string())]))
-    encoded = pa.array([b'{"name":"ann"}', b'{"name":"bob"}'], pa.binary())
-    with pytest.raises(SchemaError, match=r"value\.name: row 1: 'bob' does not match '\^a'"):
+    # a pattern on the items of a list: no column holds them alone, the rows go through
+    items = {"type": "array", "items": {"type": "string", "pattern": "^a"}}
+    schema = {"type": "object", "properties": {"tags": items}}
+    arrow = pa.struct([("tags", pa.list_(pa.string()))])
+    values = pa.array([{"tags": ["ann"]}, {"tags": ["al", "bob"]}], arrow)
+    encoded = pa.array([b'{"tags":["ann"]}', b'{"tags":["al","bob"]}'], pa.binary())
+    with pytest.raises(SchemaError, match=r"value\.tags\[1\]: row 1: 'bob' does not match '\^a'"):
         check_json_rows(values, encoded, schema, "value")
 
 
@@ -171,3 +174,25 @@ def test_bounds_of_plain_properties_are_checked_by_column_not_per_row() -> None:
     assert all(
         not validator.is_valid({k: v for k, v in bad.items() if v is not None}) for bad, _ in cases
     )
+
+
+def test_other_keywords_of_plain_properties_run_the_validator_on_distinct_values() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+    }
+    arrow = pa.struct([("currency", pa.string())])
+    never = pa.array([None] * 4, pa.binary())  # a per-row validator would fail on these
+    check_json_rows(
+        pa.array([{"currency": c} for c in ["EUR", "USD", "EUR", None]], arrow), never, schema
+    )
+    rows = pa.array([{"currency": c} for c in ["EUR", "usd", "EUR", "usd"]], arrow)
+    with pytest.raises(
+        SchemaError, match=r"value\.currency: row 1: 'usd' is refused: 'usd' does not match"
+    ):
+        check_json_rows(rows, never, schema)
+    # a scalar value (not an object) is never skipped: the validator sees each row
+    with pytest.raises(SchemaError, match="row 0: 9 is greater than the maximum of 5"):
+        check_json_rows(
+            pa.array([9], pa.int64()), pa.array([b"9"]), {"type": "integer", "maximum": 5}
+        )

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 
 from kafkalog_core.errors import SchemaError
 from kafkalog_core.schema.protobuf import check_protobuf_schema, parse_proto, proto_for
-from tests.schemas.helpers import ORDER_COLUMNS, runtime_class
+from tests.schema.orders import ORDER_COLUMNS, runtime_class
 
 ORDER = pa.struct(
     [

@@ -1,4 +1,4 @@
-"""The stand-in registry (tests/schemas/standin_registry.py): a local HTTP server on 127.0.0.1
+"""The stand-in registry (tests/schema/standin_registry.py): a local HTTP server on 127.0.0.1
 that stands in for a Schema Registry, one per test."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.schemas.standin_registry import StandInRegistry
+from tests.schema.standin_registry import StandInRegistry
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 from jobs.schemas.registry import Registry, subject_name
 from jobs.schemas.settings import RegistrySettings
 from kafkalog_core.errors import ConfigError, RegistryError
-from tests.schemas.helpers import AVRO_V1, AVRO_V2, text
-from tests.schemas.standin_registry import StandInRegistry
+from tests.schema.orders import AVRO_V1, AVRO_V2, text
+from tests.schema.standin_registry import StandInRegistry
 
 V1, V2 = text(AVRO_V1), text(AVRO_V2)
 # drops nothing but adds a field without a default: cannot read v2's data

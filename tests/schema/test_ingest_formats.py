@@ -17,7 +17,7 @@ from jobs import ingest
 from jobs.ingestion.config.ingest_config import IngestConfig
 from kafkalog_core.errors import RegistryError
 from tests.jobs.ingest_helpers import config_doc, read_partition, source_rows, write_parquet
-from tests.schemas.standin_registry import StandInRegistry
+from tests.schema.standin_registry import StandInRegistry
 
 pytestmark = pytest.mark.spark
 

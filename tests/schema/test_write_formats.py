@@ -22,8 +22,8 @@ from jobs.schemas.registry import Registry
 from jobs.schemas.settings import RegistrySettings
 from kafkalog_core.schema.protobuf import parse_proto
 from tests.datasource.helpers import oracle, read
-from tests.schemas.helpers import runtime_class
-from tests.schemas.standin_registry import StandInRegistry
+from tests.schema.orders import runtime_class
+from tests.schema.standin_registry import StandInRegistry
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from kafkalog_core.schema.decode import Decoding, decode_column
 from kafkalog_core.schema.protobuf import parse_proto
-from tests.schemas.helpers import AVRO_V1, AVRO_V2, runtime_class
+from tests.schema.orders import AVRO_V1, AVRO_V2, runtime_class
 
 V1, V2 = AVRO_V1, AVRO_V2
 

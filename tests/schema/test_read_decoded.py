@@ -15,9 +15,9 @@ import pytest
 
 from kafkalog_core.log import PartitionLog
 from tests.datasource.helpers import SMALL_SEGMENTS, read
-from tests.schemas.helpers import AVRO_V1, AVRO_V2, runtime_class, text
-from tests.schemas.standin_registry import StandInRegistry
-from tests.schemas.test_decode import avro
+from tests.schema.orders import AVRO_V1, AVRO_V2, runtime_class, text
+from tests.schema.standin_registry import StandInRegistry
+from tests.schema.test_decode import avro
 
 pytestmark = pytest.mark.spark
 
