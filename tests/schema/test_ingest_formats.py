@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timezone
 from pathlib import Path
 
 import fastavro
@@ -20,6 +21,7 @@ from tests.jobs.ingest_helpers import config_doc, read_partition, source_rows, w
 from tests.schema.standin_registry import StandInRegistry
 
 pytestmark = pytest.mark.spark
+UTC = timezone.utc
 
 
 def config(source: Path, root: Path, url: str, **value: object) -> IngestConfig:
@@ -89,3 +91,32 @@ def test_an_incompatible_schema_stops_the_run_before_anything_is_written(
                 out=lambda *_: None,
             )
     assert not list((tmp_path / "out").glob("events-*"))
+
+
+def test_protobuf_values_with_a_schema_id_read_by_the_runtime(spark, tmp_path: Path) -> None:
+    from kafkalog_core.schema.protobuf import parse_proto
+    from tests.schema.orders import runtime_class
+
+    rows = source_rows(12)
+    source = write_parquet(tmp_path / "src", rows)
+    proto = tmp_path / "event.proto"
+    proto.write_text(
+        'syntax = "proto3";\npackage shop;\nimport "google/protobuf/timestamp.proto";\n'
+        "message Event { int64 id = 1; string user = 2; google.protobuf.Timestamp event_time = 3; }\n"
+    )
+    value = {
+        "columns": ["id", "user", "event_time"],
+        "format": "protobuf",
+        "schema_file": str(proto),
+        "schema_id": 7,
+    }
+    doc = config_doc(source, tmp_path / "out", mapping={"value": value}, ordering="source")
+    doc["topics"]["events"]["partitions"] = 1
+    ingest.run(spark, IngestConfig.from_dict(doc), run_id="pb-1", out=lambda *_: None)
+    message = runtime_class(parse_proto(proto.read_text()))
+    got = {}
+    for _, _, framed, _, _ in read_partition(tmp_path / "out" / "events-0")[0]:
+        assert framed[:6] == b"\x00\x00\x00\x00\x07\x00"  # id 7, the first message
+        event = message.FromString(framed[6:])
+        got[event.id] = (event.user, event.event_time.ToDatetime(tzinfo=UTC))
+    assert got == {r["id"]: (r["user"], r["event_time"]) for r in rows}
