@@ -113,3 +113,27 @@ def test_mock_registry_of_confluent_kafka_speaks_the_same_client() -> None:
     client = Registry(RegistrySettings(url="mock://kafkalog-unit"))
     schema_id = client.register("orders-value", V1, "AVRO").schema_id
     assert client.version("orders-value", None).schema_id == schema_id
+
+
+def test_tls_settings_reach_the_client_and_secrets_stay_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAFKALOG_TEST_KEY_PASSWORD", "k3y")
+    monkeypatch.setenv("KAFKALOG_TEST_REGISTRY_AUTH", "u:p4ss")
+    settings = RegistrySettings(
+        url="https://registry:8081",
+        ssl_ca_location="/etc/ssl/ca.pem",
+        ssl_certificate_location="/etc/ssl/client.pem",
+        ssl_key_location="/etc/ssl/client.key",
+        ssl_key_password_env="KAFKALOG_TEST_KEY_PASSWORD",
+        basic_auth_env="KAFKALOG_TEST_REGISTRY_AUTH",
+    )
+    config = settings.client_config()
+    assert config["ssl.ca.location"] == "/etc/ssl/ca.pem"
+    assert config["ssl.certificate.location"] == "/etc/ssl/client.pem"
+    assert config["ssl.key.location"] == "/etc/ssl/client.key"
+    assert config["ssl.key.password"] == "k3y" and config["basic.auth.user.info"] == "u:p4ss"
+    assert "k3y" not in repr(settings) and "p4ss" not in repr(settings)
+    monkeypatch.setenv("KAFKALOG_TEST_REGISTRY_AUTH", "no-colon")
+    with pytest.raises(ConfigError, match="must hold user:password"):
+        settings.client_config()
