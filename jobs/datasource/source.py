@@ -29,9 +29,6 @@ from jobs.datasource.schema import (
 if TYPE_CHECKING:
     from jobs.datasource.decoded import DecodedColumns
 
-if TYPE_CHECKING:
-    from jobs.datasource.decoded import DecodedColumns
-
 __all__ = ["KafkaLogDataSource"]
 
 
