@@ -66,6 +66,7 @@ from jobs.ingestion.mapping.spark_mapping import (
     map_records_with_rejects,
     prepare_records,
 )
+from jobs.ingestion.mapping.structured import structured_values
 from jobs.ingestion.ranges.bounds import task_routing
 from jobs.ingestion.relayout.shares import relayout, spark_runner
 from jobs.ingestion.run.history import IngestHistory, format_summary
@@ -88,6 +89,7 @@ from jobs.ingestion.tasks.writer import (
     write_task_direct,
 )
 from jobs.maintenance.common import parse_now
+from jobs.schemas.resolve import forget_resolved_encodings
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
@@ -222,6 +224,7 @@ def _arrow_read_plan(
             partitions_why=found.partitions_why,
             max_split_bytes=_max_split_bytes(spark),
             splits=lambda: spark_tasks(source.df, files),
+            encodings=structured_values(source.df, config),
         )
     packed = ""
     if isinstance(plan, ArrowReadPlan) and plan.packed:
@@ -358,6 +361,7 @@ def run(
     by default it is the first attempt's clock, recorded so a rerun of the run id reuses it.
     """
     run_id = run_id or config.run_id or default_run_id()
+    forget_resolved_encodings()  # the registry is asked afresh by each run, once
     root = Path(config.output_root).absolute()
     timings: dict[str, int] = {}
     clock = time.monotonic()

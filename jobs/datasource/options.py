@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.datasource.schema import RECORDS_VIEW, SEGMENTS_VIEW, VIEW_OPTION, view_of
+from jobs.schemas.settings import SchemaSettings, settings_from_options
 from kafkalog_core.errors import ConfigError
 
 __all__ = [
@@ -61,6 +62,9 @@ INCLUDE_HEADERS = "includeHeaders"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
 MIN_PARTITIONS = "minPartitions"
 VIEW = VIEW_OPTION  # kafkalog's own: what a row is (RECORDS_VIEW, SEGMENTS_VIEW)
+# kafkalog's own: decoded key/value columns (`key.format`, `value.schema_registry.url`, ...)
+DECODE_ON_ERROR = "decode.onError"
+DECODED_FIELDS = ("key", "value")
 
 _KNOWN = {
     name.lower(): name
@@ -82,6 +86,7 @@ _KNOWN = {
         MAX_OFFSETS_PER_TRIGGER,
         MIN_PARTITIONS,
         VIEW,
+        DECODE_ON_ERROR,
     )
 }
 # Spark's Kafka source passes consumer settings as `kafka.<name>`; this one has a meaning here.
@@ -137,6 +142,8 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     starting_timestamp_strategy: str = "error"  # or "latest"
+    decoded: tuple[SchemaSettings, ...] = ()  # key / value columns to decode, in that order
+    decode_on_error: str = "fail"  # or "null": null decoded value, the reason in decode_error
 
     @property
     def read_committed(self) -> bool:
@@ -151,6 +158,8 @@ def _canonical(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for raw, value in options.items():
         lowered = raw.lower()
+        if lowered.split(".", 1)[0] in DECODED_FIELDS and "." in lowered:
+            continue  # key.* / value.*: the decoded columns' settings (_decoded)
         name = _ALIASES.get(lowered) or _KNOWN.get(lowered)
         if name is None:
             known = ", ".join(sorted(_KNOWN.values()))
@@ -304,9 +313,27 @@ def _path(opts: dict[str, str]) -> str:
     return path
 
 
+def _decoded(options: Mapping[str, str]) -> tuple[tuple[SchemaSettings, ...], str]:
+    """The `key.` / `value.` settings of decoded columns (their format named), and what a record
+    that cannot be decoded does."""
+    try:
+        decoded = settings_from_options(options, reading=True)
+    except ConfigError as e:
+        raise DataSourceOptionError(f"kafkalog option {e}") from None
+    on_error = (
+        next((v for k, v in options.items() if k.lower() == DECODE_ON_ERROR.lower()), "fail")
+        .strip()
+        .lower()
+    )
+    if on_error not in ("fail", "null"):
+        raise _bad(DECODE_ON_ERROR, on_error, "must be fail or null")
+    return decoded, on_error
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     """Check every option once and return them typed (DataSourceOptionError otherwise)."""
     opts = _canonical(options)
+    decoded, on_error = _decoded(options)
     path = _path(opts)
     if streaming:
         if read_view(opts) != RECORDS_VIEW:
@@ -350,6 +377,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         max_offsets_per_trigger=_positive_int(opts, MAX_OFFSETS_PER_TRIGGER),
         min_partitions=_positive_int(opts, MIN_PARTITIONS),
         starting_timestamp_strategy=strategy,
+        decoded=decoded,
+        decode_on_error=on_error,
     )
 
 

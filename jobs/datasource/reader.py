@@ -22,6 +22,8 @@ from kafkalog_core.errors import KafkaLogError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from jobs.datasource.decoded import DecodedColumns
+
 __all__ = ["KafkaLogFilteringReader", "KafkaLogReader", "SliceReading", "planning_filter_pushdown"]
 
 _PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
@@ -31,6 +33,7 @@ class SliceReading:
     """`read` of batch and streaming readers alike: one planned SlicePack -> Arrow batches."""
 
     options: ReadOptions
+    decoded: DecodedColumns | None = None
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
@@ -41,14 +44,16 @@ class SliceReading:
             partition,
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
+            decoded=self.decoded,
         )
 
 
 class KafkaLogReader(SliceReading, DataSourceReader):
     """Offsets from the options; one input partition per segment byte range."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, decoded: DecodedColumns | None = None) -> None:
         self.options = options
+        self.decoded = decoded
         self.pushed = PushedBounds()
 
     def partitions(self) -> Sequence[InputPartition]:

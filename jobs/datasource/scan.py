@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,9 @@ from kafkalog_core.errors import CorruptRecordError, OffsetOutOfRangeError
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.decoder import decode_records
+
+if TYPE_CHECKING:
+    from jobs.datasource.decoded import DecodedColumns
 
 __all__ = [
     "LogSlice",
@@ -47,16 +51,27 @@ def set_read_hook(hook: Callable[[str, int, int], None] | None) -> None:
 
 
 def read_pack(
-    pack: SlicePack, *, include_headers: bool, fail_on_data_loss: bool
+    pack: SlicePack,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    decoded: DecodedColumns | None = None,
 ) -> Iterator[pa.RecordBatch]:
     for piece in pack.slices:
         yield from read_slice(
-            piece, include_headers=include_headers, fail_on_data_loss=fail_on_data_loss
+            piece,
+            include_headers=include_headers,
+            fail_on_data_loss=fail_on_data_loss,
+            decoded=decoded,
         )
 
 
 def read_slice(
-    piece: LogSlice, *, include_headers: bool, fail_on_data_loss: bool
+    piece: LogSlice,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    decoded: DecodedColumns | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The slice's rows as Arrow record batches of the Kafka source schema."""
     if _read_hook is not None:
@@ -102,11 +117,15 @@ def read_slice(
         table = table.filter(pa.array(keep))
     if table.num_rows == 0:
         return
-    yield from to_kafka_batches(table, piece.topic, piece.partition, include_headers)
+    yield from to_kafka_batches(table, piece.topic, piece.partition, include_headers, decoded)
 
 
 def to_kafka_batches(
-    table: pa.Table, topic: str, partition: int, include_headers: bool
+    table: pa.Table,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    decoded: DecodedColumns | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """RECORD_SCHEMA rows -> Spark Kafka source columns (no per-record Python)."""
     n = table.num_rows
@@ -128,7 +147,12 @@ def to_kafka_batches(
         columns.append(table.column("headers").cast(_SPARK_HEADERS))
         names.append("headers")
     out = pa.Table.from_arrays(columns, names=names)
-    yield from out.to_batches(max_chunksize=_ROWS_PER_BATCH)
+    for batch in out.to_batches(max_chunksize=_ROWS_PER_BATCH):
+        if decoded is not None:  # per batch: a batch's records are decoded together
+            batch = decoded.add_to(pa.Table.from_batches([batch]), topic, partition)
+            yield from batch.to_batches()
+        else:
+            yield batch
 
 
 def _decode(view: memoryview, start: int, end: int, path: str, fail: bool) -> pa.Table:

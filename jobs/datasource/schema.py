@@ -26,6 +26,40 @@ def kafka_schema_ddl(include_headers: bool) -> str:
     return f"{KAFKA_SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else KAFKA_SCHEMA_DDL
 
 
+def kafka_schema_fields(include_headers: bool) -> list:
+    """The same columns as StructFields, for a schema with decoded columns after them (a DDL
+    string cannot be parsed in the worker that asks for the schema: it has no JVM)."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return fields
+
+
+def decodes(options: Mapping[str, str]) -> bool:
+    """True when the read decodes its key or value (a `key.format` / `value.format` option)."""
+    return any(name.lower() in ("key.format", "value.format") for name in options)
+
+
 VIEW_OPTION = "view"  # what a row is: a record (the default, the Kafka source's) or a segment
 RECORDS_VIEW = "records"
 SEGMENTS_VIEW = "segments"  # jobs/datasource/segments.py

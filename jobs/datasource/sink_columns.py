@@ -10,7 +10,7 @@ an int), a string header value, a map<string, binary|string> headers column, tim
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from pyspark.sql.types import (
     ArrayType,
@@ -66,9 +66,13 @@ SINK_COLUMNS: dict[str, tuple[Callable[[DataType], bool], str]] = {
 }
 
 
-def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
+def check_sink_schema(
+    schema: StructType, topic_option: str | None, encoded: Collection[str] = ()
+) -> None:
     """Refuse a DataFrame the Kafka sink would refuse: no `value` column, no topic, or a sink
-    column of another type; one line naming the column, its type and what the sink takes."""
+    column of another type; one line naming the column, its type and what the sink takes.
+    `encoded`: the key/value columns a format (`value.format=avro`...) encodes, of any type
+    that format takes (it checks them itself)."""
     types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
         raise ConfigError('df.write.format("kafkalog") needs a "value" column (as the Kafka sink)')
@@ -77,6 +81,8 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
     for name, (accepts, wanted) in SINK_COLUMNS.items():
         if name not in types or (name == "topic" and topic_option is not None):
             continue  # the topic option overrides the column, as in Spark's sink
+        if name in encoded:
+            continue
         if not accepts(types[name]):
             raise ConfigError(
                 f'df.write.format("kafkalog"): column "{name}" is '

@@ -7,6 +7,8 @@ schema call pays only for pyspark's own imports.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -15,7 +17,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from jobs.datasource.schema import SEGMENTS_SCHEMA_DDL, SEGMENTS_VIEW, kafka_schema_ddl, view_of
+from jobs.datasource.schema import (
+    SEGMENTS_SCHEMA_DDL,
+    SEGMENTS_VIEW,
+    decodes,
+    kafka_schema_ddl,
+    kafka_schema_fields,
+    view_of,
+)
+
+if TYPE_CHECKING:
+    from jobs.datasource.decoded import DecodedColumns
 
 __all__ = ["KafkaLogDataSource"]
 
@@ -30,11 +42,28 @@ class KafkaLogDataSource(DataSource):
     def name(cls) -> str:
         return "kafkalog"
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         if view_of(self.options) == SEGMENTS_VIEW:
             return SEGMENTS_SCHEMA_DDL  # (reader() refuses a view it does not know)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return kafka_schema_ddl(include)
+        if not decodes(self.options):
+            return kafka_schema_ddl(include)
+        # Decoded columns: their types come from the schemas, resolved here once (the registry
+        # is asked now); Spark pickles this instance after schema() and plans with it.
+        decoded = self._decoded()
+        assert decoded is not None
+        return StructType(kafka_schema_fields(include) + decoded.spark_fields())
+
+    def _decoded(self) -> DecodedColumns | None:
+        """The decoded columns' plan, resolved once per instance (None: nothing decoded)."""
+        if not decodes(self.options):
+            return None
+        if getattr(self, "_decoded_plan", None) is None:
+            from jobs.datasource.decoded import plan_decoded
+            from jobs.datasource.options import parse_read_options
+
+            self._decoded_plan = plan_decoded(parse_read_options(self.options))
+        return self._decoded_plan
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from jobs.datasource.options import parse_read_options, parse_segments_options, read_view
@@ -51,19 +80,23 @@ class KafkaLogDataSource(DataSource):
 
         options = parse_read_options(self.options)
         if planning_filter_pushdown():
-            return KafkaLogFilteringReader(options)
-        return KafkaLogReader(options)
+            return KafkaLogFilteringReader(options, self._decoded())
+        return KafkaLogReader(options, self._decoded())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
         from jobs.datasource.options import parse_read_options
         from jobs.datasource.stream import KafkaLogStreamReader
 
-        return KafkaLogStreamReader(parse_read_options(self.options, streaming=True))
+        return KafkaLogStreamReader(
+            parse_read_options(self.options, streaming=True), self._decoded()
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jobs.datasource.sink_columns import check_sink_schema
-        from jobs.datasource.writer import KafkaLogWriter, parse_write_options
+        from jobs.datasource.writer import KafkaLogWriter, parse_write_options, resolve_encodings
 
         options = parse_write_options(self.options)
-        check_sink_schema(schema, options.topic)  # on the driver, before any task
+        # on the driver, before any task
+        check_sink_schema(schema, options.topic, {f.field for f in options.formats})
+        options = resolve_encodings(options, schema)
         return KafkaLogWriter(options, "partition" in schema.fieldNames(), overwrite=overwrite)

@@ -8,6 +8,7 @@ query continues from its checkpointed offset, reading each record exactly once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -28,6 +29,9 @@ from jobs.datasource.options import (
 )
 from jobs.datasource.plan import plan_partitions, resolve_offsets
 from jobs.datasource.reader import SliceReading
+
+if TYPE_CHECKING:
+    from jobs.datasource.decoded import DecodedColumns
 
 __all__ = ["KafkaLogStreamReader", "rate_limit"]
 
@@ -50,8 +54,9 @@ def rate_limit(
 class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of offset ranges; maxOffsetsPerTrigger and Trigger.AvailableNow."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, decoded: DecodedColumns | None = None) -> None:
         self.options = options
+        self.decoded = decoded
         self._target: dict[TopicPartition, tuple[int, int]] | None = None  # AvailableNow's end
 
     def _ranges(self) -> dict[TopicPartition, tuple[int, int]]:

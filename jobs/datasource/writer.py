@@ -77,11 +77,13 @@ from jobs.ingestion.tasks.writer import (
     WriterSettings,
     write_task_direct,
 )
+from jobs.schemas.settings import SchemaSettings, settings_from_options
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.log.partition.append import batch_options_for
+from kafkalog_core.schema.encoding import Encoding
 
 LEADER_EPOCH = 0  # as the ingest job: a fresh topic's first leader
 
@@ -97,6 +99,10 @@ class WriteOptions:
     topics: dict[str, tuple[int, dict[str, Any]]]
     started_ms: int
     topic_ids: dict[str, str]  # topics.<name>.topic_id: the target cluster's ids
+    # key.* / value.*: columns written in a schema's format (their settings, then, once the
+    # driver has resolved them against the DataFrame's types, their encodings)
+    formats: tuple[SchemaSettings, ...] = ()
+    encodings: dict[str, Encoding] = dataclasses.field(default_factory=dict)
 
     def log_config(self, topic: str) -> LogConfig:
         partitions, settings = self.topics.get(topic) or self.defaults or (1, {})
@@ -117,9 +123,10 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     run_id = None
     topic = None
     topic_ids: dict[str, str] = {}
+    formats = settings_from_options(options)
     for name, value in options.items():
         lower = name.lower()
-        if lower == "path":
+        if lower == "path" or lower.split(".", 1)[0] in ("key", "value"):
             continue
         if lower == "topic":
             topic = value
@@ -144,7 +151,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             raise ConfigError(
                 f"unknown kafkalog write option {name!r} (known: topic, runId, "
                 "topic_defaults.partitions, topic_defaults.config.<setting>, "
-                "topics.<name>.partitions, topics.<name>.config.<setting>, topics.<name>.topic_id)"
+                "topics.<name>.partitions, topics.<name>.config.<setting>, topics.<name>.topic_id, "
+                "key.<format setting>, value.<format setting>)"
             )
     for name, settings in [("topic_defaults", defaults), *topics.items()]:
         try:
@@ -164,7 +172,31 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         topics=per_topic,
         started_ms=int(time.time() * 1000),
         topic_ids=topic_ids,
+        formats=formats,
     )
+
+
+def resolve_encodings(options: WriteOptions, schema: Any) -> WriteOptions:
+    """The formats resolved against the DataFrame's column types (driver side: a registry is
+    asked here, once per write); the options the tasks get."""
+    if not options.formats:
+        return options
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from jobs.schemas.resolve import resolve_encoding
+
+    encodings = {}
+    for settings in options.formats:
+        if settings.field not in schema.fieldNames():
+            raise ConfigError(
+                f"{settings.field}.format={settings.format}: the DataFrame has no "
+                f"{settings.field!r} column"
+            )
+        arrow_type = to_arrow_type(schema[settings.field].dataType, timezone="UTC")
+        encodings[settings.field] = resolve_encoding(
+            settings, options.topic, arrow_type, settings.field
+        )
+    return dataclasses.replace(options, encodings=encodings)
 
 
 def _topic_id(name: str, value: str) -> str:
@@ -216,8 +248,8 @@ def _mapping_input(
         topic = pa.repeat(pa.scalar(options.topic, pa.string()), n)
     else:
         topic = batch.column("topic").cast(pa.string())
-    key = as_bytes(batch.column("key")) if "key" in names else pa.nulls(n, pa.binary())
-    value = as_bytes(batch.column("value"))
+    key = _bytes(batch, "key", options) if "key" in names else pa.nulls(n, pa.binary())
+    value = _bytes(batch, "value", options)
     if "timestamp" in names:  # the sink's timestamp column; null means "now", as a producer
         timestamp = _millis(batch.column("timestamp"), options.started_ms)
     else:
@@ -238,6 +270,17 @@ def _mapping_input(
         task_index,
         first_row,
     )
+
+
+def _bytes(batch: pa.RecordBatch, name: str, options: WriteOptions) -> pa.Array:
+    """A key or value column as record bytes: encoded in its format, else as the Kafka sink
+    takes it (binary or string)."""
+    encoding = options.encodings.get(name)
+    column = batch.column(name)
+    if encoding is None:
+        return as_bytes(column)
+    encoded = encoding.encode(column)
+    return encoded if encoded.type == pa.binary() else encoded.cast(pa.binary())
 
 
 def _millis(column: pa.Array, null_ms: int) -> pa.Array:

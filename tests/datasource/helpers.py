@@ -45,6 +45,14 @@ def write_topic(root: Path, topic: str, partitions: int, n: int, first: int = 0)
         log.close()
 
 
+def read(spark, root: Path, **options: str):
+    """spark.read.format("kafkalog") of `root` with these options."""
+    reader = spark.read.format("kafkalog")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load(str(root))
+
+
 def oracle(partition_dir: Path) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """(offset, timestamp, key, value) of every data record, decoded by kafka-python."""
     rows = []

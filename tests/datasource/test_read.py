@@ -19,7 +19,7 @@ from kafkalog_core.log.names import log_file_name
 from kafkalog_core.record.batch import iter_batch_headers
 from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
 from kafkalog_core.record.encoder import Record, build_batch
-from tests.datasource.helpers import BASE_TS, oracle, records_table, write_topic
+from tests.datasource.helpers import BASE_TS, oracle, read, records_table, write_topic
 
 pytestmark = pytest.mark.spark
 
@@ -30,13 +30,6 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_topic(root, "orders", 2, 300)
     write_topic(root, "other", 1, 40)
     return root
-
-
-def read(spark, root: Path, **options: str):
-    reader = spark.read.format("kafkalog")
-    for name, value in options.items():
-        reader = reader.option(name, value)
-    return reader.load(str(root))
 
 
 def test_read_after_write_equals_the_source_rows(spark, log_dir: Path) -> None:

@@ -82,11 +82,11 @@ def test_base_parses():
         ("mapping/timestamp", KeyError, r"mapping.timestamp is required"),
         ("mapping/value", KeyError, r"mapping.value is required"),
         ("mapping/value", {"column": "a", "expr": "b"}, r"mapping.value: set exactly one of"),
-        ("mapping/value", {"column": "a", "format": "avro"}, r"mapping.value.format='avro'"),
+        ("mapping/value", {"column": "a", "format": "xml"}, r"mapping.value.format='xml'"),
         (
             "mapping/value",
             {"columns": ["a"], "format": "string"},
-            r"mapping.value: 'columns' builds a JSON object",
+            r"mapping.value: 'columns' builds one record of the columns; format must be json or",
         ),
         ("mapping/partition", {"null_keys": "random"}, r"mapping.partition.null_keys='random'"),
         ("mapping/timestamp", {"column": "t", "unit": "ns"}, r"mapping.timestamp.unit='ns'"),
@@ -178,3 +178,59 @@ def test_timestamp_now_is_bound_at_run_start_and_named_by_the_error():
     assert column.mapping.timestamp.column == "now" and not column.mapping.timestamp.now
     with pytest.raises(ConfigError, match="`timestamp: now` for the run's start time"):
         IngestConfig.from_dict(_with("mapping/timestamp", KeyError))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (
+            {"columns": ["a"], "format": "avro", "schema_registry": {"url": "ftp://x"}},
+            r"mapping.value.schema_registry.url='ftp://x' is invalid",
+        ),
+        (
+            {"column": "a", "format": "string", "schema_id": 3},
+            r"mapping.value: \['schema_id'\] apply to the formats",
+        ),
+        (
+            {"column": "a", "format": "json", "schema_registry": {"url": "http://r"}},
+            "format json has no schema",
+        ),
+        (
+            {
+                "column": "a",
+                "format": "avro",
+                "schema_id": 3,
+                "schema_registry": {"url": "http://r"},
+            },
+            "set at most one of schema_registry and schema_id",
+        ),
+        (
+            {"column": "a", "format": "protobuf", "schema_registry": {"url": "http://r", "x": 1}},
+            r"mapping.value.schema_registry: unknown setting\(s\) \['x'\]",
+        ),
+    ],
+)
+def test_schema_format_settings_are_checked_up_front(value, message):
+    with pytest.raises(ConfigError, match=message):
+        IngestConfig.from_dict(_with("mapping/value", value))
+
+
+def test_schema_format_settings_parse():
+    value = {
+        "columns": ["a", "b"],
+        "format": "avro",
+        "record_name": "shop.Order",
+        "schema_registry": {"url": "http://r:8081", "version": 3, "basic_auth_env": "AUTH"},
+    }
+    schema = IngestConfig.from_dict(_with("mapping/value", value)).mapping.value.schema
+    assert (schema.format, schema.field, schema.framing, schema.record_name) == (
+        "avro",
+        "value",
+        "confluent",
+        "shop.Order",
+    )
+    assert (schema.registry.url, schema.registry.version, schema.registry.basic_auth_env) == (
+        "http://r:8081",
+        3,
+        "AUTH",
+    )

@@ -9,33 +9,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.ingestion.config.values import as_mapping, invalid, non_empty_text, only_known
+from jobs.schemas.settings import FRAMINGS, SCHEMA_FORMATS, SchemaSettings, parse_schema_settings
 from kafkalog_core.errors import ConfigError, InvalidTopicError
 from kafkalog_core.log.names import validate_topic_name
 
 __all__ = [
     "FORMATS",
+    "FRAMINGS",
+    "SCHEMA_SETTINGS",
     "NULL_KEY_PARTITIONERS",
     "TIMESTAMP_UNITS",
     "FieldMapping",
     "HeadersMapping",
     "MappingSpec",
     "PartitionMapping",
+    "STRUCTURED_FORMATS",
     "TopicMapping",
 ]
 
-FORMATS = ("bytes", "string", "json", "long", "int")
+FORMATS = ("bytes", "string", "json", "long", "int", *SCHEMA_FORMATS)
+# formats that build the bytes from several columns or a struct (`columns:` takes only these)
+STRUCTURED_FORMATS = ("json", *SCHEMA_FORMATS)
+# a structured format's schema and framing (parsed by jobs.schemas.settings, as the data
+# source's key./value. options are)
+SCHEMA_SETTINGS = ("schema_file", "schema_registry", "schema_id", "framing", "record_name")
 NULL_KEY_PARTITIONERS = ("value_hash", "round_robin")
 TIMESTAMP_UNITS = ("ms", "s", "us")
 
 
 @dataclass(frozen=True)
 class FieldMapping:
-    """A record field from one column, one SQL expression, or (json only) several columns."""
+    """A record field from one column, one SQL expression, or (structured formats) several
+    columns."""
 
     column: str | None = None
     expr: str | None = None
-    columns: tuple[str, ...] | None = None  # json: these columns as one object; ("*",) = all
+    columns: tuple[str, ...] | None = None  # structured formats: one record of these; ("*",) = all
     format: str | None = None  # None = by type: binary -> bytes, anything else -> string
+    # structured formats: the schema (a file, the registry, else derived from the columns, as
+    # Spark's to_avro derives it), the framing and its id
+    schema: SchemaSettings | None = None
     unit: str = "ms"  # timestamp only: unit of integral columns
     # timestamp only: `timestamp: now`, the run's start time (fixed once per run, see
     # jobs.ingestion.staging.task_staging.run_start_ms); now_ms is filled in by `IngestConfig.at_run_start`
@@ -59,7 +72,7 @@ class FieldMapping:
             raw = {"column": raw}
         raw = as_mapping(raw, where)
         known = ["column", "expr"]
-        known += ["unit"] if timestamp else ["format"]
+        known += ["unit"] if timestamp else ["format", *SCHEMA_SETTINGS]
         if allow_columns:
             known.append("columns")
         only_known(raw, known, where)
@@ -77,12 +90,16 @@ class FieldMapping:
             if not isinstance(columns, list) or not columns:
                 raise invalid(f"{where}.columns", columns, "must be a non-empty list or '*'")
             columns = tuple(non_empty_text(c, f"{where}.columns") for c in columns)
-            if fmt not in (None, "json"):
-                raise ConfigError(f"{where}: 'columns' builds a JSON object; format must be json")
-            fmt = "json"
+            if fmt not in (None, *STRUCTURED_FORMATS):
+                raise ConfigError(
+                    f"{where}: 'columns' builds one record of the columns; format must be "
+                    f"{' or '.join(STRUCTURED_FORMATS)}"
+                )
+            fmt = fmt or "json"
         unit = raw.get("unit", "ms")
         if unit not in TIMESTAMP_UNITS:
             raise invalid(f"{where}.unit", unit, f"must be one of {list(TIMESTAMP_UNITS)}")
+        schema = _schema_settings(raw, fmt, where)
         return cls(
             column=None
             if raw.get("column") is None
@@ -91,7 +108,24 @@ class FieldMapping:
             columns=columns,
             format=fmt,
             unit=unit,
+            schema=schema,
         )
+
+
+def _schema_settings(raw: Mapping, fmt: str | None, where: str) -> SchemaSettings | None:
+    """A structured format's schema and framing settings, checked (None for other formats,
+    which take none of them)."""
+    given = {k: raw[k] for k in SCHEMA_SETTINGS if raw.get(k) is not None}
+    if fmt not in STRUCTURED_FORMATS:
+        if given:
+            raise ConfigError(
+                f"{where}: {sorted(given)} apply to the formats {list(STRUCTURED_FORMATS)}, "
+                f"not {fmt or 'the default'}"
+            )
+        return None
+    if fmt == "json" and "schema_file" in given:
+        raise ConfigError(f"{where}.schema_file: format json takes no schema (use json_schema)")
+    return parse_schema_settings({"format": fmt, **given}, where.rsplit(".", 1)[-1], where)
 
 
 @dataclass(frozen=True)

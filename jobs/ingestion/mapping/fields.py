@@ -18,6 +18,7 @@ from jobs.ingestion.mapping.rules import (
     PARTITION_IN_COLUMN,
     POSITION_COLUMN,
 )
+from jobs.ingestion.mapping.structured import session_zone, spark_encoder, structured_value
 from kafkalog_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -64,13 +65,23 @@ def _base(df: DataFrame, fm: FieldMapping, where: str) -> tuple[Column, str]:
     return F.struct(*[_column(df, c, f"{where}.columns") for c in names]), f"{where}.columns"
 
 
-def _to_bytes(df: DataFrame, fm: FieldMapping, where: str, json_options: dict[str, str]) -> Column:
-    """A key/value mapping as Kafka bytes, in its format (serializer semantics)."""
+def _to_bytes(
+    df: DataFrame,
+    fm: FieldMapping,
+    where: str,
+    json_options: dict[str, str],
+    topic: str | None = None,
+) -> Column:
+    """A key/value mapping as Kafka bytes, in its format (serializer semantics); `topic`: the
+    constant topic, which names a schema format's registry subject."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     column, setting = _base(df, fm, where)
     dtype = _resolve(df, column, setting)
+    structured = structured_value(df, fm, where, session_zone(df), json_options, dtype, topic)
+    if structured is not None:  # structured formats: the same encoder as the arrow task reader
+        return spark_encoder(structured)(column)
     fmt = fm.format or ("bytes" if isinstance(dtype, (T.BinaryType, T.NullType)) else "string")
     kind = dtype.simpleString()
     if isinstance(dtype, T.NullType):
@@ -226,9 +237,9 @@ def prepare_fields(
     key = (
         F.lit(None).cast("binary")
         if m.key is None
-        else _to_bytes(df, m.key, "mapping.key", dict(m.json_options))
+        else _to_bytes(df, m.key, "mapping.key", dict(m.json_options), m.topic.name)
     )
-    value = _to_bytes(df, m.value, "mapping.value", dict(m.json_options))
+    value = _to_bytes(df, m.value, "mapping.value", dict(m.json_options), m.topic.name)
     timestamp = F.lit(-1).cast("bigint") if m.timestamp is None else _timestamp_ms(df, m.timestamp)
 
     p = m.partition
