@@ -1,8 +1,8 @@
 """The optional C loops (`kafkalog_core._native`, built from `_native.c` by pip) and how Arrow
 columns are handed to them.
 
-`module` (encoder, murmur2) and `decode_module` (the record decoder's walk,
-`_native_decode.c`) are None when an extension was not built (no compiler at install time, a
+`module` (encoder, murmur2), `decode_module` (the record decoder's walk, `_native_decode.c`) and
+`schema_module` (Avro and JSON values, `_native_schema.c`) are None when an extension was not built (no compiler at install time, a
 zipped `--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy paths, which
 give the same results (the tests compare both).
 """
@@ -26,8 +26,13 @@ try:
     from kafkalog_core import _native_decode as decode_module
 except ImportError:  # pragma: no cover - depends on the install
     decode_module = None
+schema_module: ModuleType | None
+try:
+    from kafkalog_core import _native_schema as schema_module
+except ImportError:  # pragma: no cover - depends on the install
+    schema_module = None
 if os.environ.get("KAFKALOG_NATIVE", "") == "0":
-    module = decode_module = None
+    module = decode_module = schema_module = None
 
 # (offsets of the column's n rows: n + 1 int32/int64, validity bitmap or None, its bit offset,
 # data buffer or None)
