@@ -53,7 +53,7 @@ def _slots(node: AvroNode, level: Level) -> Slot:
         entries = array.values
         parts = [entries] if node.kind == "array" else [entries.field(0), entries.field(1)]
         level.children.extend(Level(part, level, items=True) for part in parts)
-    slot.children = [_slots(c, lv) for c, lv in zip(node.children, level.children)]
+    slot.children = [_slots(c, lv) for c, lv in zip(node.children, level.children, strict=True)]
     return slot
 
 
@@ -136,7 +136,7 @@ def _misfits(problems: list[Problem]) -> list[tuple[int, str]]:
     first: dict[int, str] = {}
     for slot, indices, why in problems:
         rows = arrays.top_rows(slot.level, indices)
-        for index, row in zip(indices.tolist(), rows.tolist()):
+        for index, row in zip(indices.tolist(), rows.tolist(), strict=True):
             if row >= 0 and row not in first:
                 path = slot.node.path
                 at = f"field {path}" if path else "the value"
