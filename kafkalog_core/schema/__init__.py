@@ -11,11 +11,17 @@ Registry's wire framing. No Spark here; the ingest job and the data source call 
 from kafkalog_core.schema.avro_bind import check_avro_schema
 from kafkalog_core.schema.avro_encode import avro_misfits, encode_avro
 from kafkalog_core.schema.avro_schema import avro_schema_for, parse_avro_schema
+from kafkalog_core.schema.confluent import ConfluentFrames, frame_confluent, read_confluent_frame
+from kafkalog_core.schema.json_encode import encode_json
 
 __all__ = [
+    "ConfluentFrames",
     "avro_misfits",
     "avro_schema_for",
     "check_avro_schema",
     "encode_avro",
+    "encode_json",
+    "frame_confluent",
     "parse_avro_schema",
+    "read_confluent_frame",
 ]
