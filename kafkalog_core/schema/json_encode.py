@@ -59,7 +59,7 @@ class JSlot:
 def _slot(level: Level, path: str) -> JSlot:
     array = level.array
     t = array.type
-    where = path or "the value"
+    where = f"field {path}" if path else "the value"
     if pa.types.is_struct(t):
         slot = JSlot(J_STRUCT, level, path)
         for i in range(t.num_fields):
