@@ -413,26 +413,8 @@ static int json_base64(out_t *o, const uint8_t *s, int64_t len) {
     return 0;
 }
 
-static void put_digits(out_t *o, uint64_t v) {
-    char tmp[24];
-    int k = 0;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k) *o->p++ = (uint8_t)tmp[--k];
-}
-
-static void put_int(out_t *o, int64_t v) {
-    if (v < 0) {
-        *o->p++ = '-';
-        put_digits(o, (uint64_t)0 - (uint64_t)v);
-    } else {
-        put_digits(o, (uint64_t)v);
-    }
-}
-
-static void put_padded(out_t *o, int64_t v, int width) {
+/* The decimal digits of v, zero-padded to at least `width`. */
+static void put_padded(out_t *o, uint64_t v, int width) {
     char tmp[24];
     int k = 0;
     do {
@@ -441,6 +423,15 @@ static void put_padded(out_t *o, int64_t v, int width) {
     } while (v);
     while (k < width) tmp[k++] = '0';
     while (k) *o->p++ = (uint8_t)tmp[--k];
+}
+
+static void put_int(out_t *o, int64_t v) {
+    if (v < 0) {
+        *o->p++ = '-';
+        put_padded(o, (uint64_t)0 - (uint64_t)v, 1);
+    } else {
+        put_padded(o, (uint64_t)v, 1);
+    }
 }
 
 /* Days since 1970-01-01 -> proleptic Gregorian year, month, day (civil calendar arithmetic over
@@ -597,6 +588,7 @@ static int json_double(out_t *o, const uint8_t *s, int64_t len) {
 }
 
 static int json_value(const node_t *n, int64_t i, out_t *o);
+static int json_item(const node_t *n, int64_t i, out_t *o);
 
 /* A map key as JSON text: a string escaped, anything else (integers) quoted as it prints. */
 static int json_key(const node_t *n, int64_t i, out_t *o) {
@@ -606,6 +598,14 @@ static int json_key(const node_t *n, int64_t i, out_t *o) {
     if (json_value(n, i, o) < 0) return -1;
     ROOM(o, 1);
     *o->p++ = '"';
+    return 0;
+}
+
+/* A list item or map value: null written as null. */
+static int json_item(const node_t *n, int64_t i, out_t *o) {
+    if (is_valid(n, i)) return json_value(n, i, o);
+    ROOM(o, 4);
+    put_bytes(o, "null", 4);
     return 0;
 }
 
@@ -671,12 +671,9 @@ static int json_value(const node_t *n, int64_t i, out_t *o) {
         const node_t *item = &n->children[0];
         *o->p++ = '[';
         for (int64_t j = a; j < b; j++) {
-            ROOM(o, 5);
+            ROOM(o, 1);
             if (j > a) *o->p++ = ',';
-            if (!is_valid(item, j))
-                put_bytes(o, "null", 4);
-            else if (json_value(item, j, o) < 0)
-                return -1;
+            if (json_item(item, j, o) < 0) return -1;
         }
         ROOM(o, 1);
         *o->p++ = ']';
@@ -690,12 +687,9 @@ static int json_value(const node_t *n, int64_t i, out_t *o) {
             ROOM(o, 1);
             if (j > a) *o->p++ = ',';
             if (json_key(key, j, o) < 0) return -1;
-            ROOM(o, 5);
+            ROOM(o, 1);
             *o->p++ = ':';
-            if (!is_valid(value, j))
-                put_bytes(o, "null", 4);
-            else if (json_value(value, j, o) < 0)
-                return -1;
+            if (json_item(value, j, o) < 0) return -1;
         }
         ROOM(o, 1);
         *o->p++ = '}';
