@@ -66,6 +66,7 @@ from jobs.ingestion.mapping.spark_mapping import (
     map_records_with_rejects,
     prepare_records,
 )
+from jobs.ingestion.mapping.structured import structured_values
 from jobs.ingestion.ranges.bounds import task_routing
 from jobs.ingestion.relayout.shares import relayout, spark_runner
 from jobs.ingestion.run.history import IngestHistory, format_summary
@@ -222,6 +223,7 @@ def _arrow_read_plan(
             partitions_why=found.partitions_why,
             max_split_bytes=_max_split_bytes(spark),
             splits=lambda: spark_tasks(source.df, files),
+            encodings=structured_values(source.df, config),
         )
     packed = ""
     if isinstance(plan, ArrowReadPlan) and plan.packed:

@@ -56,7 +56,7 @@ class JSlot:
     children: list[JSlot] = field(default_factory=list)
 
 
-def _slot(level: Level, path: str) -> JSlot:
+def _slot(level: Level, path: str, zone: str | None) -> JSlot:
     array = level.array
     t = array.type
     where = f"field {path}" if path else "the value"
@@ -66,14 +66,14 @@ def _slot(level: Level, path: str) -> JSlot:
             f = t.field(i)
             child = Level(array.field(i), level)
             level.children.append(child)
-            sub = _slot(child, f"{path}.{f.name}" if path else f.name)
+            sub = _slot(child, f"{path}.{f.name}" if path else f.name, zone)
             sub.name = escape_key(f.name)
             slot.children.append(sub)
         return slot
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         child = Level(array.values, level, items=True)
         level.children.append(child)
-        return JSlot(J_ARRAY, level, path, children=[_slot(child, f"{path}[]")])
+        return JSlot(J_ARRAY, level, path, children=[_slot(child, f"{path}[]", zone)])
     if pa.types.is_map(t):
         kt = t.key_type
         if not (pa.types.is_string(kt) or pa.types.is_large_string(kt) or pa.types.is_integer(kt)):
@@ -87,12 +87,12 @@ def _slot(level: Level, path: str) -> JSlot:
             J_MAP,
             level,
             path,
-            children=[_slot(keys, f"{path}{{key}}"), _slot(values, f"{path}{{}}")],
+            children=[_slot(keys, f"{path}{{key}}", zone), _slot(values, f"{path}{{}}", zone)],
         )
-    return _leaf(level, path, where)
+    return _leaf(level, path, where, zone)
 
 
-def _leaf(level: Level, path: str, where: str) -> JSlot:
+def _leaf(level: Level, path: str, where: str, zone: str | None) -> JSlot:
     array = level.array
     t = array.type
     if pa.types.is_null(t):
@@ -115,27 +115,33 @@ def _leaf(level: Level, path: str, where: str) -> JSlot:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return JSlot(J_BASE64, level, path)
     if pa.types.is_fixed_size_binary(t):
-        return _leaf(Level(array.cast(pa.large_binary()), level.parent, level.items), path, where)
+        return _leaf(
+            Level(array.cast(pa.large_binary()), level.parent, level.items), path, where, zone
+        )
     if pa.types.is_date32(t):
         return JSlot(J_DATE, level, path)
     if pa.types.is_timestamp(t):
-        return _timestamp(level, path)
+        return _timestamp(level, path, zone)
     raise SchemaError(f"format json: {where} is an Arrow {t}, which Spark's JSON does not write")
 
 
-def _timestamp(level: Level, path: str) -> JSlot:
+def _timestamp(level: Level, path: str, zone: str | None) -> JSlot:
     array = level.array
     t = array.type
+    if t.tz is not None and zone is not None:
+        t = pa.timestamp(t.unit, zone)
     raw = arrays.raw_values(array, np.int64)
     per_ms = _UNIT_PER_MS[t.unit]
     millis = raw * 1000 if per_ms == 0 else np.floor_divide(raw, per_ms)
     slot = JSlot(J_TIMESTAMP, level, path, ints=millis, has_zone=t.tz is not None)
     if t.tz is not None and t.tz not in _UTC:
-        utc = pa.Array.from_buffers(
-            pa.timestamp(t.unit), len(array) + array.offset, [None, array.buffers()[1]]
+        utc = pa.Array.from_buffers(  # indexed like the buffers; nulls skipped
+            pa.timestamp(t.unit),
+            len(array) + array.offset,
+            [array.buffers()[0], array.buffers()[1]],
         )
-        local = pc.local_timestamp(utc.cast(t))
-        diff = np.asarray(local.cast(pa.int64())) - raw
+        local = pc.local_timestamp(utc.cast(t)).cast(pa.int64())
+        diff = np.asarray(local.fill_null(0)) - np.where(np.asarray(utc.is_valid()), raw, 0)
         seconds = diff * 1 if per_ms == 0 else np.floor_divide(diff, per_ms * 1000)
         slot.zone = seconds.astype(np.int32)
     return slot
@@ -157,11 +163,12 @@ def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return array
 
 
-def encode_json(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+def encode_json(values: pa.Array | pa.ChunkedArray, zone: str | None = None) -> pa.Array:
     """Each row as Spark's `to_json` writes it (UTF-8 bytes in a binary array; large_binary
-    past 2 GiB); a null row gives a null."""
+    past 2 GiB); a null row gives a null. Timestamps with a zone are written in `zone` (Spark's
+    session zone) when given, else in their type's."""
     array = _plain(values)
-    top = _slot(Level(array), "")
+    top = _slot(Level(array), "", zone)
     if native.schema_module is not None:
         n = len(array)
         offsets = np.empty(n + 1, dtype=np.int64)

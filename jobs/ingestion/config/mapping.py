@@ -14,28 +14,36 @@ from kafkalog_core.log.names import validate_topic_name
 
 __all__ = [
     "FORMATS",
+    "FRAMINGS",
     "NULL_KEY_PARTITIONERS",
     "TIMESTAMP_UNITS",
     "FieldMapping",
     "HeadersMapping",
     "MappingSpec",
     "PartitionMapping",
+    "STRUCTURED_FORMATS",
     "TopicMapping",
 ]
 
-FORMATS = ("bytes", "string", "json", "long", "int")
+FORMATS = ("bytes", "string", "json", "long", "int", "avro")
+# formats that build the bytes from several columns or a struct (`columns:` takes only these)
+STRUCTURED_FORMATS = ("json", "avro")
+FRAMINGS = ("confluent", "none")
 NULL_KEY_PARTITIONERS = ("value_hash", "round_robin")
 TIMESTAMP_UNITS = ("ms", "s", "us")
 
 
 @dataclass(frozen=True)
 class FieldMapping:
-    """A record field from one column, one SQL expression, or (json only) several columns."""
+    """A record field from one column, one SQL expression, or (json, avro) several columns."""
 
     column: str | None = None
     expr: str | None = None
-    columns: tuple[str, ...] | None = None  # json: these columns as one object; ("*",) = all
+    columns: tuple[str, ...] | None = None  # json/avro: these columns as one record; ("*",) = all
     format: str | None = None  # None = by type: binary -> bytes, anything else -> string
+    schema_file: str | None = None  # avro: a .avsc the columns must fit (else derived, as Spark)
+    schema_id: int | None = None  # frame with this Schema Registry id
+    framing: str | None = None  # confluent | none; None = confluent with a schema_id, else none
     unit: str = "ms"  # timestamp only: unit of integral columns
     # timestamp only: `timestamp: now`, the run's start time (fixed once per run, see
     # jobs.ingestion.staging.task_staging.run_start_ms); now_ms is filled in by `IngestConfig.at_run_start`
@@ -59,7 +67,7 @@ class FieldMapping:
             raw = {"column": raw}
         raw = as_mapping(raw, where)
         known = ["column", "expr"]
-        known += ["unit"] if timestamp else ["format"]
+        known += ["unit"] if timestamp else ["format", "schema_file", "schema_id", "framing"]
         if allow_columns:
             known.append("columns")
         only_known(raw, known, where)
@@ -77,12 +85,16 @@ class FieldMapping:
             if not isinstance(columns, list) or not columns:
                 raise invalid(f"{where}.columns", columns, "must be a non-empty list or '*'")
             columns = tuple(non_empty_text(c, f"{where}.columns") for c in columns)
-            if fmt not in (None, "json"):
-                raise ConfigError(f"{where}: 'columns' builds a JSON object; format must be json")
-            fmt = "json"
+            if fmt not in (None, *STRUCTURED_FORMATS):
+                raise ConfigError(
+                    f"{where}: 'columns' builds one record of the columns; format must be "
+                    f"{' or '.join(STRUCTURED_FORMATS)}"
+                )
+            fmt = fmt or "json"
         unit = raw.get("unit", "ms")
         if unit not in TIMESTAMP_UNITS:
             raise invalid(f"{where}.unit", unit, f"must be one of {list(TIMESTAMP_UNITS)}")
+        schema_file, schema_id, framing = _schema_settings(raw, fmt, where)
         return cls(
             column=None
             if raw.get("column") is None
@@ -91,7 +103,35 @@ class FieldMapping:
             columns=columns,
             format=fmt,
             unit=unit,
+            schema_file=schema_file,
+            schema_id=schema_id,
+            framing=framing,
         )
+
+
+def _schema_settings(
+    raw: Mapping, fmt: str | None, where: str
+) -> tuple[str | None, int | None, str | None]:
+    """(schema_file, schema_id, framing) of a key/value mapping, checked: a schema file only
+    for avro, an id in 0..2**31-1, confluent framing only with an id to frame with."""
+    schema_file = raw.get("schema_file")
+    if schema_file is not None:
+        schema_file = non_empty_text(schema_file, f"{where}.schema_file")
+        if fmt != "avro":
+            raise ConfigError(f"{where}.schema_file is an Avro schema (.avsc); set format: avro")
+    schema_id = raw.get("schema_id")
+    if schema_id is not None and (
+        not isinstance(schema_id, int) or isinstance(schema_id, bool) or not 0 <= schema_id < 2**31
+    ):
+        raise invalid(f"{where}.schema_id", schema_id, "must be an integer in 0..2147483647")
+    framing = raw.get("framing")
+    if framing is not None and framing not in FRAMINGS:
+        raise invalid(f"{where}.framing", framing, f"must be one of {list(FRAMINGS)}")
+    if (schema_id is not None or framing is not None) and fmt not in STRUCTURED_FORMATS:
+        raise ConfigError(f"{where}: schema_id and framing apply to format avro or json")
+    if framing == "confluent" and schema_id is None:
+        raise ConfigError(f"{where}.framing=confluent needs a schema_id to frame with")
+    return schema_file, schema_id, framing
 
 
 @dataclass(frozen=True)

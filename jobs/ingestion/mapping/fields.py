@@ -18,6 +18,7 @@ from jobs.ingestion.mapping.rules import (
     PARTITION_IN_COLUMN,
     POSITION_COLUMN,
 )
+from jobs.ingestion.mapping.structured import session_zone, spark_encoder, structured_value
 from kafkalog_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ def _to_bytes(df: DataFrame, fm: FieldMapping, where: str, json_options: dict[st
 
     column, setting = _base(df, fm, where)
     dtype = _resolve(df, column, setting)
+    structured = structured_value(df, fm, where, session_zone(df), json_options, dtype)
+    if structured is not None:  # avro, json: the same encoder as the arrow task reader
+        return spark_encoder(structured)(column)
     fmt = fm.format or ("bytes" if isinstance(dtype, (T.BinaryType, T.NullType)) else "string")
     kind = dtype.simpleString()
     if isinstance(dtype, T.NullType):

@@ -37,7 +37,7 @@ groups of a large file) of about `spark.sql.files.maxPartitionBytes` (`pack_task
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,7 @@ from jobs.ingestion.mapping.arrow_mapping import (
     no_headers,
 )
 from jobs.ingestion.mapping.rules import ORDER_COLUMN, MappingRules, mapping_rules
+from jobs.ingestion.mapping.structured import StructuredValue
 from jobs.ingestion.source.fs import (
     Resolver,
     io_map,
@@ -102,7 +103,7 @@ class _Columns:
     topic_name: str | None  # constant topic
     topic_column: str | None
     key_column: str | None
-    value_column: str
+    value_column: str | None  # None: the value is built from columns (`value_encoding`)
     timestamp_column: str | None
     timestamp_kind: str  # none | timestamp | integer | date | now
     timestamp_factor: tuple[int, int]  # ms = value * a // b; now: (run start ms, 1)
@@ -110,6 +111,9 @@ class _Columns:
     headers_column: str | None = None  # map or list<struct<key, value>> column
     # named header values after the column's entries: (name, column, literal), one of the two
     header_values: tuple[tuple[str, str | None, str | None], ...] = ()
+    # a key / value made from columns in a structured format (avro, json)
+    key_encoding: StructuredValue | None = None
+    value_encoding: StructuredValue | None = None
 
     @property
     def headers(self) -> bool:
@@ -125,6 +129,8 @@ class _Columns:
             self.partition_column,
             self.headers_column,
             *(column for _, column, _ in self.header_values),
+            *(self.key_encoding.names if self.key_encoding else ()),
+            *(self.value_encoding.names if self.value_encoding else ()),
         )
         return list(dict.fromkeys(n for n in named if n is not None))
 
@@ -213,6 +219,51 @@ def _timestamp_plan(fm: FieldMapping, dtype: pa.DataType) -> tuple[str, tuple[in
     return None
 
 
+def _encoded_why(encoding: StructuredValue | None, fm: FieldMapping | None, setting: str) -> str:
+    """Why the tasks cannot build this key/value ("" if they can or it is a plain column)."""
+    if fm is None or fm.format in (None, "bytes", "string"):
+        return ""
+    if encoding is None:
+        if fm.format == "json" and fm.expr is None:
+            return f"{setting} is format json with mapping.json_options (Spark's to_json)"
+        return f"{setting} is format {fm.format}"
+    if encoding.columns is None and encoding.column is None:
+        return f"{setting} is an expression"
+    if any(not re.fullmatch(r"[^.`]+", n) for n in encoding.names):
+        return f"{setting} names a nested field"
+    return ""
+
+
+def _spark_reads_alike(dtype: pa.DataType) -> str:
+    """Why Spark would read this Parquet column as another type than pyarrow does ("" if it
+    reads the same values and type): what the structured encoders see must not differ."""
+    if pa.types.is_struct(dtype):
+        return next((w for f in dtype if (w := _spark_reads_alike(f.type))), "")
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _spark_reads_alike(dtype.value_type)
+    if pa.types.is_map(dtype):
+        if not _is_text(dtype.key_type):
+            return "a map whose keys are not strings"
+        return _spark_reads_alike(dtype.item_type)
+    if pa.types.is_timestamp(dtype):
+        return "nanosecond timestamps" if dtype.unit == "ns" else ""
+    if pa.types.is_unsigned_integer(dtype):
+        return "unsigned integers (Spark widens them)"
+    if (
+        pa.types.is_boolean(dtype)
+        or pa.types.is_signed_integer(dtype)
+        or pa.types.is_float32(dtype)
+        or pa.types.is_float64(dtype)
+        or pa.types.is_decimal128(dtype)
+        or pa.types.is_date32(dtype)
+        or _is_bytes(dtype)
+        or pa.types.is_fixed_size_binary(dtype)
+        or pa.types.is_null(dtype)
+    ):
+        return ""
+    return f"{dtype} is not read alike by Spark and pyarrow"
+
+
 def _is_text(dtype: pa.DataType) -> bool:
     return bool(pa.types.is_string(dtype) or pa.types.is_large_string(dtype))
 
@@ -266,13 +317,16 @@ def plan_arrow_read(
     partitions_why: str = "",
     max_split_bytes: int = 128 << 20,
     splits: Callable[[], tuple[Sequence[Sequence[FilePiece]] | None, str]] | None = None,
+    encodings: Mapping[str, StructuredValue | None] | None = None,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
     or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
     the values of partition columns the tasks can supply (a table's, from its paths), and
     `partitions_why` why not, when they cannot (said if the mapping reads them); `splits`:
     asked once the run qualifies, Spark's splits of the files as tasks (`arrow_splits`) or
-    (None, why not), when they are packed by `max_split_bytes`."""
+    (None, why not), when they are packed by `max_split_bytes`; `encodings`: the key's and the
+    value's `StructuredValue` ("key", "value") when the mapping gives them a structured format,
+    resolved on the driver (`structured.structured_value`)."""
     source, m = config.source, config.mapping
     if source.format not in ("parquet", "delta", "table"):
         return None, f"source format {source.format}"
@@ -291,22 +345,24 @@ def plan_arrow_read(
         return None, "mapping.topic is an expression"
     if m.partition.expr is not None:
         return None, "mapping.partition is an expression"
-    key, why = _plain_column(m.key, "mapping.key")
-    value, why_value = _plain_column(m.value, "mapping.value")
+    encodings = encodings or {}
+    key_encoding, value_encoding = encodings.get("key"), encodings.get("value")
+    key, why = (None, "") if key_encoding else _plain_column(m.key, "mapping.key")
+    value, why_value = (None, "") if value_encoding else _plain_column(m.value, "mapping.value")
     timestamp, why_ts = _plain_column(m.timestamp, "mapping.timestamp")
-    for reason in (why, why_value, why_ts):
+    why_encoded = _encoded_why(key_encoding, m.key, "mapping.key") or _encoded_why(
+        value_encoding, m.value, "mapping.value"
+    )
+    for reason in (why, why_value, why_ts, why_encoded):
         if reason:
             return None, reason
-    for fm in (m.key, m.value):
-        if fm is not None and fm.format not in (None, "bytes", "string"):
-            return None, f"format {fm.format}"
     why = why_not_open(files)
     if why:
         return None, why
     sources = sorted(files)
     if not sources:
         return None, "the source has no data files"
-    assert value is not None
+    assert value is not None or value_encoding is not None
     columns = _Columns(
         topic_name=m.topic.name,
         topic_column=m.topic.column,
@@ -318,8 +374,11 @@ def plan_arrow_read(
         partition_column=m.partition.column,
         headers_column=headers,
         header_values=header_values,
+        key_encoding=key_encoding,
+        value_encoding=value_encoding,
     )
     names = columns.names
+    structured = [n for e in (key_encoding, value_encoding) if e for n in e.names]
     supplied = sorted(set(names) & set(partitions.types if partitions is not None else ()))
     shadowed = sorted(set(names) & set(partition_columns) - set(supplied))
     if shadowed:
@@ -327,7 +386,8 @@ def plan_arrow_read(
         why = f"the mapping reads {kind} partition column(s) {shadowed}"
         return None, f"{why}: {partitions_why}" if partitions_why else why
     in_files = [n for n in names if n not in supplied]
-    types, why = _read_types(sources, in_files, nested=[headers] if headers else [])
+    nested = [*([headers] if headers else []), *structured]
+    types, why = _read_types(sources, in_files, nested=nested)
     if types is None:
         return None, why
     if partitions is not None:
@@ -342,6 +402,10 @@ def plan_arrow_read(
         why = _headers_type_why(headers, types[headers])
         if why:
             return None, why
+    for name in structured:
+        why = _spark_reads_alike(types[name])
+        if why:
+            return None, f"column {name!r} is {types[name]}: {why}"
     kind, factor = "none", (1, 1)
     if m.timestamp is not None and m.timestamp.now:
         kind, factor = "now", (m.timestamp.now_value, 1)
@@ -476,12 +540,17 @@ def _mapping_input(
         topic = batch.column(columns.topic_column)
     else:
         topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
-    key = (
-        pa.nulls(n, pa.binary())
-        if columns.key_column is None
-        else as_bytes(batch.column(columns.key_column))
-    )
-    value = as_bytes(batch.column(columns.value_column))
+    if columns.key_encoding is not None:
+        key = columns.key_encoding.encode(columns.key_encoding.values(batch))
+    elif columns.key_column is None:
+        key = pa.nulls(n, pa.binary())
+    else:
+        key = as_bytes(batch.column(columns.key_column))
+    if columns.value_encoding is not None:
+        value = columns.value_encoding.encode(columns.value_encoding.values(batch))
+    else:
+        assert columns.value_column is not None
+        value = as_bytes(batch.column(columns.value_column))
     if columns.timestamp_kind == "now":  # `timestamp: now`: the run's start time
         timestamp = pa.array(np.full(n, columns.timestamp_factor[0], dtype=np.int64))
     elif columns.timestamp_column is None:  # no timestamp mapped: -1 (LogAppendTime topics)
