@@ -82,11 +82,11 @@ def test_base_parses():
         ("mapping/timestamp", KeyError, r"mapping.timestamp is required"),
         ("mapping/value", KeyError, r"mapping.value is required"),
         ("mapping/value", {"column": "a", "expr": "b"}, r"mapping.value: set exactly one of"),
-        ("mapping/value", {"column": "a", "format": "avro"}, r"mapping.value.format='avro'"),
+        ("mapping/value", {"column": "a", "format": "xml"}, r"mapping.value.format='xml'"),
         (
             "mapping/value",
             {"columns": ["a"], "format": "string"},
-            r"mapping.value: 'columns' builds a JSON object",
+            r"mapping.value: 'columns' builds one record of the columns; format must be json or avro",
         ),
         ("mapping/partition", {"null_keys": "random"}, r"mapping.partition.null_keys='random'"),
         ("mapping/timestamp", {"column": "t", "unit": "ns"}, r"mapping.timestamp.unit='ns'"),

@@ -162,7 +162,7 @@ def _plain_column(fm: FieldMapping | None, setting: str) -> tuple[str | None, st
     if fm is None or fm.now:
         return None, None
     if fm.column is None:
-        return None, f"{setting} is an expression or a column list"
+        return None, f"{setting} is an expression"
     return fm.column, None
 
 
