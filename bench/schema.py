@@ -15,7 +15,7 @@ time; wall time beside it) and each run's ratio to the baseline (issue 23's goal
 <= 1.2x). The Arrow-compute path (what runs without the C module) is timed on fewer rows.
 
 `--ingest` also times whole ingest runs (`jobs.ingest.run`, the arrow task reader, direct
-mode, zstd, 6 partitions keyed by order_id) of a Parquet copy of the rows (written once under
+mode, zstd, 6 partitions keyed by customer_id) of a Parquet copy of the rows (written once under
 --out, not timed): the value as the prebuilt Avro bytes column (the baseline), as Avro from
 the six columns, and as JSON from them; and Spark's `df.write.parquet` of the same files.
 """
@@ -185,7 +185,7 @@ def ingest_runs(orders: pa.StructArray, prebuilt: pa.Array, args) -> None:
             "topics": {"orders": {"partitions": 6, "config": {"compression.type": "zstd"}}},
             "mapping": {
                 "topic": "orders",
-                "key": {"column": "order_id", "format": "long"},
+                "key": {"column": "customer_id", "format": "string"},
                 "value": value,
                 "timestamp": {"column": "event_time"},
             },
