@@ -4,6 +4,7 @@ encode of a prebuilt bytes column.
 Not a test. Run from the repo root:
 
     .venv/bin/python bench/schema.py [--rows 5000000] [--fallback-rows 1000000]
+        [--ingest] [--master local[2]] [--out bench/out]
 
 Rows: six columns like an orders table (order_id long, customer_id string, amount
 decimal(10,2), currency string, event_time timestamp, quantity int, a few nulls), keyed by
@@ -12,12 +13,18 @@ prebuilt binary column of the same Avro bytes; each structured run encodes the v
 six columns first and then the same batches. Printed: seconds (best of several, process CPU
 time; wall time beside it) and each run's ratio to the baseline (issue 23's goal for Avro:
 <= 1.2x). The Arrow-compute path (what runs without the C module) is timed on fewer rows.
+
+`--ingest` also times whole ingest runs (`jobs.ingest.run`, the arrow task reader, direct
+mode, zstd, 6 partitions keyed by customer_id) of a Parquet copy of the rows (written once under
+--out, not timed): the value as the prebuilt Avro bytes column (the baseline), as Avro from
+the six columns, and as JSON from them; and Spark's `df.write.parquet` of the same files.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +42,8 @@ from kafkalog_core.schema import (  # noqa: E402
     encode_json,
     frame_confluent,
 )
+
+COLUMNS = ["order_id", "customer_id", "amount", "currency", "event_time", "quantity"]
 
 
 def make_orders(n: int, seed: int = 7) -> pa.StructArray:
@@ -60,7 +69,7 @@ def make_orders(n: int, seed: int = 7) -> pa.StructArray:
             event_time,
             quantity,
         ],
-        ["order_id", "customer_id", "amount", "currency", "event_time", "quantity"],
+        COLUMNS,
     )
 
 
@@ -82,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--fallback-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ingest", action="store_true")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--out", type=Path, default=Path("bench/out"))
     args = parser.parse_args(argv)
     assert native.schema_module is not None, "build the C module first (pip install -e .)"
 
@@ -138,7 +150,66 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         native.schema_module = module
+    if args.ingest:
+        ingest_runs(orders, prebuilt, args)
     return 0
+
+
+def ingest_runs(orders: pa.StructArray, prebuilt: pa.Array, args) -> None:
+    """Whole ingest runs over a Parquet copy of the rows (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    from bench.ingest import remove_logs, settle, start_session, timed_parquet
+    from jobs import ingest
+    from jobs.ingestion.config.ingest_config import IngestConfig
+
+    src = args.out / f"schema-src-{len(orders)}"
+    if not src.exists():
+        table = pa.Table.from_arrays([*orders.flatten(), prebuilt], [*COLUMNS, "avro"])
+        src.mkdir(parents=True)
+        for k, start in enumerate(range(0, len(orders), 1_000_000)):
+            pq.write_table(table.slice(start, 1_000_000), src / f"part-{k:03d}.parquet")
+    spark = start_session(args.master, None, None)
+    values = {
+        "baseline: prebuilt Avro bytes column": {"column": "avro", "format": "bytes"},
+        "Avro from 6 columns": {"columns": COLUMNS, "format": "avro"},
+        "JSON from 6 columns": {"columns": COLUMNS, "format": "json"},
+    }
+    print(f"\ningest runs ({args.master}, arrow task reader, direct mode, zstd), wall time:")
+    base = None
+    for name, value in values.items():
+        root = args.out / "schema-logs"
+        doc = {
+            "source": {"format": "parquet", "path": str(src), "task_reader": "arrow"},
+            "output": {"root": str(root), "write_mode": "direct"},
+            "topics": {"orders": {"partitions": 6, "config": {"compression.type": "zstd"}}},
+            "mapping": {
+                "topic": "orders",
+                "key": {"column": "customer_id", "format": "string"},
+                "value": value,
+                "timestamp": {"column": "event_time"},
+            },
+            "ordering": "source",
+        }
+        best = None
+        for attempt in range(args.repeat):
+            remove_logs(root)
+            settle()
+            start = time.perf_counter()
+            result = ingest.run(
+                spark, IngestConfig.from_dict(doc), run_id=f"b{attempt}", out=lambda *_: None
+            )
+            elapsed = time.perf_counter() - start
+            assert result.status == "committed", result.summary
+            best = elapsed if best is None else min(best, elapsed)
+        base = base or best
+        print(f"  {name:38s} {best:7.2f} s  {best / base:5.2f}x  ({result.task_reader} reader)")
+    parquet = min(
+        timed_parquet(spark, src, args.out / "schema-parquet", "snappy") for _ in range(args.repeat)
+    )
+    print(f"  {'df.write.parquet of the same files':38s} {parquet:7.2f} s  {parquet / base:5.2f}x")
+    remove_logs(args.out / "schema-logs")
+    spark.stop()
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ def _expected(value, t: pa.DataType):
         return base64.b64encode(value).decode()
     if pa.types.is_decimal(t):
         return float(value)
-    if pa.types.is_floating(t):
-        return value if math.isfinite(value) else str(value)
+    if pa.types.is_floating(t):  # Jackson quotes the infinities (no NaN is drawn)
+        return value if math.isfinite(value) else ("Infinity" if value > 0 else "-Infinity")
     if pa.types.is_date(t):
         return value
     if pa.types.is_timestamp(t):
