@@ -6,7 +6,9 @@ From a notebook or an Airflow PythonOperator: `jobs.ingest.run(spark, config)`.
 
 How a run goes (every step before "publish" touches only the run's staging area):
 1. Take the output root's run lock; finish or roll back a publish a crash interrupted; drop
-   stale staging. A run id (or a Delta source version) already committed is a no-op.
+   stale staging. A run id (or a Delta source version) already committed is a no-op. A change
+   data feed (`source.changes: cdf`) is read after the last version ingested
+   (`change_feed_start`; delta-rs stages it in the run's staging, `CHANGE_FEED_DIR`).
 2. Read the source, map columns to records (`jobs.ingestion.mapping.spark_mapping`), validated per row (the
    direct mode without a reject path: stage 1 in Spark, partitioning and checks in the write
    tasks, `arrow_mapping.checked_records`).
@@ -73,7 +75,7 @@ from jobs.ingestion.run.history import IngestHistory, format_summary
 from jobs.ingestion.source.arrow_reader import ArrowReadPlan, plan_arrow_read
 from jobs.ingestion.source.splits import spark_tasks
 from jobs.ingestion.source.table_files import source_files
-from jobs.ingestion.staging.task_staging import TaskManifest, run_start_ms
+from jobs.ingestion.staging.task_staging import TaskManifest, run_start_ms, staging_root
 from jobs.ingestion.tasks.arrow_range import (
     ArrowRangePlan,
     plan_arrow_range,
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LEADER_EPOCH = 0  # what a fresh topic's first leader stamps on every batch
+CHANGE_FEED_DIR = "change-feed"  # in the run's staging: a change data feed read by delta-rs
 
 _MANIFEST_SCHEMA = "manifest string"
 
@@ -379,8 +382,10 @@ def run(
         if opened.committed:
             return _no_op(run_id, f"run {run_id} is already committed", history, out)
 
-        source = read_source(spark, config.source)
         identity = source_identity(config.source)
+        spec = change_feed_start(config.source, identity, history)
+        scratch = staging_root(root, run_id) / CHANGE_FEED_DIR
+        source = read_source(spark, spec, scratch=scratch)
         if source.version is not None and history.find_source_version(
             identity, str(source.version)
         ):
@@ -503,7 +508,9 @@ def source_identity(spec: SourceSpec) -> str:
 
     The format, the normalized location (absolute path, or the table name) and everything that
     selects rows (since-version, filter, data interval) — but not how it was read (Spark's Delta
-    source or delta-rs) nor how the path was spelled, so neither can sneak in a duplicate.
+    source or delta-rs) nor how the path was spelled, so neither can sneak in a duplicate. A
+    change data feed is one source whatever its start (`change_feed_start`): its runs continue
+    one another.
     """
     if spec.path is not None:
         location = str(spec.path)
@@ -515,7 +522,9 @@ def source_identity(spec: SourceSpec) -> str:
     else:
         location = str(spec.table).lower()
     parts = [spec.format, location]
-    if spec.since_version is not None:
+    if spec.changes is not None:
+        parts.append(f"changes {spec.changes}")
+    elif spec.since_version is not None:
         parts.append(f"since {spec.since_version}")
     if spec.filter:
         parts.append(f"where {spec.filter}")
@@ -523,6 +532,29 @@ def source_identity(spec: SourceSpec) -> str:
         iv = spec.interval
         parts.append(f"{iv.column} in [{iv.start}, {iv.end})")
     return " ".join(parts)
+
+
+def change_feed_start(spec: SourceSpec, identity: str, history: IngestHistory) -> SourceSpec:
+    """A change data feed's run starts after the last version ingested (`since_version`).
+
+    An explicit since_version may start later (the versions up to it loaded otherwise), never
+    earlier: those changes are in the topics already, and exactly once means once.
+    """
+    if spec.changes is None:
+        return spec
+    last = history.last_source_version(identity)
+    if last is None:
+        return spec
+    done = int(last["source_version"])
+    if spec.since_version is None:
+        return replace(spec, since_version=done)
+    if spec.since_version < done:
+        raise ConfigError(
+            f"source.since_version={spec.since_version}: the changes up to version {done} of "
+            f"{spec.location!r} are ingested already (run {last['run_id']}); leave "
+            f"--since-version out to continue after version {done}"
+        )
+    return spec
 
 
 def _no_op(run_id: str, why: str, history: IngestHistory, out, source=None) -> IngestResult:

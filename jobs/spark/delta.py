@@ -43,10 +43,12 @@ __all__ = [
     "DeltaFile",
     "DeltaSnapshot",
     "load_snapshot",
+    "open_table",
     "read_delta_with_deltars",
     "read_snapshot",
     "resolve_timestamp_version",
     "rows_since_version",
+    "table_root",
 ]
 
 # Reader features whose files Spark's plain Parquet reader still reads correctly.
@@ -91,7 +93,7 @@ class DeltaSnapshot:
 # Snapshot on the driver
 
 
-def _open_table(path: str, version: int | None = None):  # -> deltalake.DeltaTable
+def open_table(path: str, version: int | None = None):  # -> deltalake.DeltaTable
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
@@ -147,7 +149,7 @@ def _check_readable(dt, path: str) -> None:
         )
 
 
-def _table_root(path: str) -> str:
+def table_root(path: str) -> str:
     """The table location in the form Spark expects: absolute local path, or the URI as given."""
     parsed = urlparse(path)
     if parsed.scheme in ("", "file"):
@@ -164,7 +166,7 @@ def _file_location(root: str, log_path: str) -> str:
         parsed = urlparse(log_path)
         if parsed.scheme == "file":
             return unquote(parsed.path)
-        return _table_root(unquote(log_path))
+        return table_root(unquote(log_path))
     return root.rstrip("/") + "/" + unquote(log_path)
 
 
@@ -188,7 +190,7 @@ def resolve_timestamp_version(path: str, timestamp: datetime | str) -> int:
     first version for a timestamp before the table existed.
     """
     ts_ms = int(_to_utc(timestamp).timestamp() * 1000)
-    dt = _open_table(path)
+    dt = open_table(path)
     commits = [(int(h["version"]), int(h["timestamp"])) for h in dt.history() if "version" in h]
     if not commits:
         raise ConfigError(f"source.timestamp: Delta table {path!r} has no readable history")
@@ -213,11 +215,11 @@ def load_snapshot(
         raise ConfigError(f"source.version={version!r} is invalid: must be an int >= 0")
     if timestamp is not None:
         version = resolve_timestamp_version(path, timestamp)
-    dt = _open_table(path, version)
+    dt = open_table(path, version)
     _check_readable(dt, path)
     schema = pa.schema(dt.schema().to_arrow())
     partition_columns = tuple(dt.metadata().partition_columns or ())
-    root = _table_root(path)
+    root = table_root(path)
 
     actions = pa.table(dt.get_add_actions(flatten=False))
     paths = actions.column("path").to_pylist()
@@ -338,7 +340,7 @@ def read_delta_with_deltars(
 def _first_removing_version(path: str, after: int, upto: int) -> tuple[int, str] | None:
     """(version, operation) of the first commit in (after, upto] that removed files, if known."""
     try:
-        history = _open_table(path).history()
+        history = open_table(path).history()
     except ConfigError:
         return None
     for entry in sorted(history, key=lambda h: int(h.get("version", -1))):
@@ -387,7 +389,8 @@ def rows_since_version(
         raise ConfigError(
             f"source.since_version={since_version}: {len(gone)} data file(s) of version "
             f"{since_version} were removed by version {target.version}{which}, so 'rows since "
-            f"version {since_version}' is ill-defined; run a full read instead (no since_version)"
+            f"version {since_version}' is ill-defined; run a full read instead (no since_version), or "
+            "ingest the changes as upserts and tombstones (source.changes: cdf)"
         )
     old = {f.uri for f in base.files}
     added = [f for f in target.files if f.uri not in old]

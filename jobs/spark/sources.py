@@ -18,7 +18,14 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from jobs.spark.delta import load_snapshot, read_delta_with_deltars, rows_since_version
+from jobs.spark.change_feed import read_changes_deltars, read_changes_spark
+from jobs.spark.delta import (
+    load_snapshot,
+    open_table,
+    read_delta_with_deltars,
+    resolve_timestamp_version,
+    rows_since_version,
+)
 from jobs.spark.session import has_delta_extension
 from kafkalog_core.errors import ConfigError
 
@@ -38,6 +45,7 @@ __all__ = [
 
 FORMATS = ("delta", "parquet", "json", "csv", "table")
 DELTA_READERS = ("auto", "spark", "delta-rs")
+CHANGES = ("cdf",)  # what source.changes may name (unset: the rows of one version)
 TASK_READERS = ("auto", "spark", "arrow")
 
 
@@ -102,7 +110,9 @@ class SourceSpec:
     schema: str | None = None  # DDL schema for json/csv (skips inference)
     version: int | None = None  # Delta time travel: this version
     timestamp: str | None = None  # Delta time travel: latest version at or before this instant
-    since_version: int | None = None  # Delta incremental: rows added after this version
+    since_version: int | None = None  # Delta incremental: rows added (or changes) after it
+    # cdf: the Delta Change Data Feed after the last ingested version (jobs.spark.change_feed)
+    changes: str | None = None
     filter: str | None = None  # SQL predicate applied after reading
     interval: DataInterval | None = None  # data-interval filter (Airflow)
     delta_reader: str = "auto"  # auto | spark | delta-rs
@@ -129,6 +139,9 @@ class SourceSpec:
         reader = str(raw.get("delta_reader", "auto")).lower()
         if reader not in DELTA_READERS:
             raise _fail(f"{where}.delta_reader", reader, f"must be one of {list(DELTA_READERS)}")
+        changes = raw.get("changes")
+        if changes is not None and str(changes).lower() not in CHANGES:
+            raise _fail(f"{where}.changes", changes, f"must be one of {list(CHANGES)} or unset")
         task_reader = str(raw.get("task_reader", "auto")).lower()
         if task_reader not in TASK_READERS:
             raise _fail(f"{where}.task_reader", task_reader, f"must be one of {list(TASK_READERS)}")
@@ -141,6 +154,7 @@ class SourceSpec:
             version=_opt_int(raw, "version", where),
             timestamp=_opt_str(raw, "timestamp", where),
             since_version=_opt_int(raw, "since_version", where),
+            changes=None if changes is None else str(changes).lower(),
             filter=_opt_str(raw, "filter", where),
             interval=None if interval is None else DataInterval.from_dict(interval),
             delta_reader=reader,
@@ -160,11 +174,11 @@ class SourceSpec:
         elif not self.path or self.table:
             raise ConfigError(f"{where}: format {self.format} needs 'path' (and no table)")
         if self.format != "delta":
-            for name in ("version", "timestamp", "since_version"):
+            for name in ("version", "timestamp", "since_version", "changes"):
                 if getattr(self, name) is not None:
+                    what = "the change data feed" if name == "changes" else "time travel"
                     raise ConfigError(
-                        f"{where}.{name}: time travel applies only to format delta, "
-                        f"not {self.format}"
+                        f"{where}.{name}: {what} applies only to format delta, not {self.format}"
                     )
         if self.version is not None and self.timestamp is not None:
             raise ConfigError(f"{where}: set at most one of version and timestamp")
@@ -391,7 +405,8 @@ def _read_delta_spark(spark: SparkSession, spec: SourceSpec) -> tuple[DataFrame,
         raise ConfigError(
             f"source.since_version={spec.since_version}: version {removing[0]['version']} "
             f"({removing[0]['operation']}) removed or changed rows, so 'rows since version "
-            f"{spec.since_version}' is ill-defined; run a full read instead"
+            f"{spec.since_version}' is ill-defined; run a full read instead, or ingest the "
+            "changes as upserts and tombstones (source.changes: cdf)"
         )
     reader = (
         spark.read.format("delta")
@@ -406,6 +421,31 @@ def _read_delta_spark(spark: SparkSession, spec: SourceSpec) -> tuple[DataFrame,
         "_change_type", "_commit_version", "_commit_timestamp"
     )
     return inserts, version
+
+
+def _read_changes(
+    spark: SparkSession, spec: SourceSpec, reader: str, scratch: str | os.PathLike[str] | None
+) -> tuple[DataFrame, int]:
+    """The change data feed after `since_version` (from version 0 when unset) up to the pinned
+    version (`jobs.spark.change_feed`); delta-rs stages it in `scratch`."""
+    if reader == "spark":
+        version = _spark_delta_version(spark, spec)
+    elif spec.timestamp is not None:
+        version = resolve_timestamp_version(str(spec.path), spec.timestamp)
+    else:
+        version = int(open_table(str(spec.path), spec.version).version())
+    since = spec.since_version
+    if since is not None and since > version:
+        raise ConfigError(
+            f"source: the changes after version {since} (since_version, or the last version "
+            f"ingested) cannot be read at version {version} of {spec.location!r}"
+        )
+    first = 0 if since is None else since + 1
+    if reader == "spark":
+        return read_changes_spark(spark, spec.path, spec.table, first, version), version
+    if scratch is None:
+        raise ConfigError("source.changes=cdf through delta-rs needs a staging directory")
+    return read_changes_deltars(spark, str(spec.path), first, version, scratch), version
 
 
 def _interval_literal(value: str, dtype, setting: str) -> Column:
@@ -470,14 +510,22 @@ def _apply_filters(df: DataFrame, spec: SourceSpec) -> DataFrame:
 
 
 def read_source(
-    spark: SparkSession, spec: SourceSpec, required_columns: Sequence[str] = ()
+    spark: SparkSession,
+    spec: SourceSpec,
+    required_columns: Sequence[str] = (),
+    scratch: str | os.PathLike[str] | None = None,
 ) -> SourceRead:
-    """Check, then read the source with its filters applied; the Delta version is pinned."""
+    """Check, then read the source with its filters applied; the Delta version is pinned.
+
+    `scratch`: a directory every executor sees, for what a read stages (the change data feed
+    through delta-rs)."""
     check_source_exists(spark, spec, required_columns)
     version: int | None = None
     if spec.format == "delta":
         reader = delta_reader_for(spark, spec)
-        if reader == "spark":
+        if spec.changes == "cdf":
+            df, version = _read_changes(spark, spec, reader, scratch)
+        elif reader == "spark":
             df, version = _read_delta_spark(spark, spec)
         elif spec.since_version is not None:
             df, version = rows_since_version(
@@ -487,11 +535,12 @@ def read_source(
             df, version = read_delta_with_deltars(
                 spark, str(spec.path), spec.version, spec.timestamp
             )
-        since = (
-            f" rows added after version {spec.since_version}"
-            if spec.since_version is not None
-            else ""
-        )
+        since = ""
+        if spec.changes == "cdf":
+            after = "" if spec.since_version is None else f" after version {spec.since_version}"
+            since = f" changes{after}"
+        elif spec.since_version is not None:
+            since = f" rows added after version {spec.since_version}"
         description = f"delta {spec.location} @ version {version}{since} (via {reader})"
     elif spec.format == "table":
         df = spark.table(str(spec.table))

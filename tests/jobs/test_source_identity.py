@@ -42,3 +42,14 @@ def test_catalog_tables_compare_case_insensitively():
     assert source_identity(SourceSpec(format="table", table="Sales.Orders")) == source_identity(
         SourceSpec(format="table", table="sales.orders")
     )
+
+
+def test_a_change_feed_is_one_source_whatever_its_start(tmp_path):
+    """Its runs continue one another (`change_feed_start`), so the start is not the identity;
+    its rows (changes, not a version's rows) are."""
+    feeds = {
+        source_identity(SourceSpec(format="delta", path=str(tmp_path), changes="cdf", **start))
+        for start in ({}, {"since_version": 3}, {"since_version": 7})
+    }
+    assert len(feeds) == 1
+    assert feeds.isdisjoint({source_identity(SourceSpec(format="delta", path=str(tmp_path)))})

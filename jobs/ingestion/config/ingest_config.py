@@ -9,7 +9,7 @@ schema by `jobs.ingestion.mapping.spark_mapping.map_records`, still before any S
 File layout (Kafka's names wherever Kafka has one; see conf/ingest-*.yaml):
 
     run_id: null                    # usually --run-id from the scheduler
-    source: {format: delta, path: ..., version: ..., since_version: ..., interval: ...}
+    source: {format: delta, path: ..., version: ..., since_version: ..., changes: cdf, ...}
     output: {root: <log dir>, reject_path: null, write_mode: auto|range|direct}
     topics: {<name>: {partitions: 6, topic_id: <22 chars>, config: {cleanup.policy: compact}}}
     topic_defaults: {partitions: 3, config: {...}}   # optional, for topic values not listed
@@ -21,7 +21,7 @@ File layout (Kafka's names wherever Kafka has one; see conf/ingest-*.yaml):
       timestamp: {column|expr: ..., unit: ms|s|us} | now   # now: the run's start time
       partition: {column|expr: ..., null_keys: value_hash|round_robin}
       json_options: {...}           # Spark to_json options for format json
-    ordering: source | [expr, ...]
+    ordering: source | [expr, ...]   # changes: cdf puts the commit version first
 
 This module is the whole config (`IngestConfig`), its file and its command line; the sections
 with classes of their own are `config_topics` (topics, topic_defaults) and `config_mapping`
@@ -51,6 +51,7 @@ from jobs.ingestion.config.mapping import (
 )
 from jobs.ingestion.config.topics import MAX_PARTITIONS, TopicSpec
 from jobs.ingestion.config.values import as_mapping, invalid, non_empty_text, only_known
+from jobs.spark.change_feed import CHANGE_ORDERING
 from jobs.spark.sources import DataInterval, SourceSpec
 from kafkalog_core.errors import ConfigError, InvalidTopicError
 from kafkalog_core.log.names import validate_topic_name
@@ -157,11 +158,18 @@ class IngestConfig:
                     "run_id", run_id, "must be 1-200 characters without spaces or slashes"
                 )
 
+        if write_mode == "direct" and source.changes == "cdf":
+            raise ConfigError(
+                "output.write_mode=direct keeps the source order: source.changes=cdf orders the "
+                "changes by their commit version (use write_mode range or auto)"
+            )
         if write_mode == "direct" and ordering:
             raise ConfigError(
                 "output.write_mode=direct keeps the source order: it cannot apply `ordering` "
                 "(use write_mode range or auto)"
             )
+        if source.changes == "cdf":  # a run's changes by commit version, then the ordering
+            ordering = CHANGE_ORDERING + ordering
         config = cls(
             source,
             root,
@@ -355,7 +363,12 @@ def build_arg_parser(prog: str = "ingest") -> argparse.ArgumentParser:
     travel = p.add_mutually_exclusive_group()
     travel.add_argument("--version", type=int, help="Delta: read this table version")
     travel.add_argument("--timestamp", help="Delta: read the version as of this instant (ISO)")
-    p.add_argument("--since-version", type=int, help="Delta: only rows added after this version")
+    p.add_argument(
+        "--since-version",
+        type=int,
+        help="Delta: only rows added after this version (with source.changes: cdf, the changes "
+        "after it; default: after the last version ingested)",
+    )
     p.add_argument("--output", help="override output.root (the Kafka log dir)")
     p.add_argument("--reject-path", help="route invalid rows here instead of failing")
     p.add_argument(

@@ -1,9 +1,9 @@
 """Stage 2 of the record mapping: partitioning and the per-row checks, as Spark expressions.
 
 Only the bytes that are hashed go to Python, in one scalar Arrow UDF (the core's vectorized
-murmur2); the checks (topic name, partition in range, key on compacted topics, timestamp,
-the record alone in a batch within max.message.bytes) are expressions that leave their reason
-in `_kl_error`. `mapping`'s module doc has the whole story.
+murmur2); the checks (topic name, partition in range, key on compacted topics and on a change
+feed's deletes, timestamp, the record alone in a batch within max.message.bytes) are expressions
+that leave their reason in `_kl_error`. `mapping`'s module doc has the whole story.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.mapping.rules import (
+    DELETE_COLUMN,
     ERROR_COLUMN,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
@@ -353,6 +354,14 @@ def check_and_partition(prepared: DataFrame, config: IngestConfig) -> DataFrame:
                 _text(" with "),
                 t.partitions.cast("string"),
                 _text(" partitions"),
+            ),
+        )
+    if DELETE_COLUMN in prepared.columns:  # change rows: a delete is a tombstone, keyed
+        reason = reason.when(
+            F.col(DELETE_COLUMN) & key.isNull(),
+            _text(
+                "a delete without a key: its tombstone is the key with a null value "
+                "(set mapping.key, or filter deletes out with source.filter)"
             ),
         )
     if any(r.compact for r in rules):

@@ -8,17 +8,20 @@ key/value bytes in their format, headers, timestamp in ms, explicit partition, o
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.config.mapping import FieldMapping
 from jobs.ingestion.mapping.rules import (
+    DELETE_COLUMN,
     HEADERS_TYPE,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     POSITION_COLUMN,
 )
 from jobs.ingestion.mapping.structured import session_zone, spark_encoder, structured_value
+from jobs.spark.change_feed import CHANGE_COLUMNS, CHANGE_TYPE, DELETE
 from kafkalog_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -209,6 +212,15 @@ def _headers(df: DataFrame, config: IngestConfig) -> Column:
     return (parts[0] if len(parts) == 1 else F.concat(*parts)).cast(HEADERS_TYPE)
 
 
+def _table_columns(df: DataFrame, fm: FieldMapping | None) -> FieldMapping | None:
+    """`columns: ["*"]` of change rows as the table's columns: Delta's change columns left out
+    (a mapping names them when it wants them)."""
+    if fm is None or fm.columns != ("*",):
+        return fm
+    names = [c for c in df.columns if c != POSITION_COLUMN and c not in CHANGE_COLUMNS]
+    return replace(fm, columns=tuple(names))
+
+
 def prepare_fields(
     df: DataFrame, config: IngestConfig, sample: tuple[float, int] | None = None
 ) -> DataFrame:
@@ -216,6 +228,11 @@ def prepare_fields(
 
     `sample` = (fraction, seed): a Bernoulli sample of the rows, taken after the source row ids
     (so a sampled row keeps the id it has in the full run) and before any field is computed.
+
+    Change rows (`source.changes: cdf`): a delete's value is null, whatever the value mapping
+    (a tombstone: its key and no value, not an object of nulls), and `DELETE_COLUMN` marks the
+    deletes for stage 2's check that a tombstone has a key. `columns: ["*"]` leaves Delta's
+    change columns out (map them by name: `timestamp: {column: _commit_timestamp}`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -234,12 +251,21 @@ def prepare_fields(
         _resolve(df, topic, setting)
         topic = topic.cast("string")
 
+    changes = config.source.changes == "cdf"
+    key_fm, value_fm = m.key, m.value
+    if changes:
+        key_fm, value_fm = _table_columns(df, key_fm), _table_columns(df, value_fm)
     key = (
         F.lit(None).cast("binary")
-        if m.key is None
-        else _to_bytes(df, m.key, "mapping.key", dict(m.json_options), m.topic.name)
+        if key_fm is None
+        else _to_bytes(df, key_fm, "mapping.key", dict(m.json_options), m.topic.name)
     )
-    value = _to_bytes(df, m.value, "mapping.value", dict(m.json_options), m.topic.name)
+    value = _to_bytes(df, value_fm, "mapping.value", dict(m.json_options), m.topic.name)
+    extra: list[Column] = []
+    if changes:
+        delete = F.coalesce(F.col(CHANGE_TYPE) == F.lit(DELETE), F.lit(False))
+        value = F.when(delete, F.lit(None).cast("binary")).otherwise(value)
+        extra.append(delete.alias(DELETE_COLUMN))
     timestamp = F.lit(-1).cast("bigint") if m.timestamp is None else _timestamp_ms(df, m.timestamp)
 
     p = m.partition
@@ -273,4 +299,5 @@ def prepare_fields(
         timestamp.alias("timestamp"),
         partition_in.alias(PARTITION_IN_COLUMN),
         order.alias(ORDER_COLUMN),
+        *extra,
     )

@@ -15,6 +15,7 @@ from kafkalog_core.errors import InvalidTopicError
 from kafkalog_core.log.names import validate_topic_name
 
 __all__ = [
+    "DELETE_COLUMN",
     "ERROR_COLUMN",
     "ERROR_PREFIX",
     "HEADERS_TYPE",
@@ -32,6 +33,7 @@ ORDER_COLUMN = "_kl_order"
 ERROR_COLUMN = "_kl_error"
 POSITION_COLUMN = "_kl_pos"
 PARTITION_IN_COLUMN = "_kl_partition_in"
+DELETE_COLUMN = "_kl_delete"  # stage 1 of change rows: the row is a delete (a tombstone)
 ERROR_PREFIX = DATA_ERROR_PREFIX + "invalid record: "  # is_data_error knows it
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 

@@ -2,7 +2,8 @@
 
 Written with delta-rs (`deltalake.write_deltalake`), so the driver needs no JVM for it and any
 Delta reader (Spark, delta-rs, DuckDB) can query it. It answers the two questions that make a
-re-run safe: "was run R already committed?" and "was version V of source S already ingested?".
+re-run safe: "was run R already committed?" and "was version V of source S already ingested?";
+and where an incremental source (a change data feed) continues: after its highest version.
 The committed row is the last thing a publish writes, so its presence means the run is complete.
 """
 
@@ -168,6 +169,18 @@ class IngestHistory:
             and (status is None or r["status"] == status)
         ]
         return matches[-1] if matches else None
+
+    def last_source_version(self, source: str) -> dict[str, Any] | None:
+        """The committed run of `source` that ingested its highest version, else None: where
+        an incremental run (a change data feed) continues."""
+        matches = [
+            r
+            for r in self._rows()
+            if r["source"] == source
+            and r["status"] == COMMITTED
+            and str(r["source_version"] or "").isdigit()
+        ]
+        return max(matches, key=lambda r: int(r["source_version"]), default=None)
 
     def last_runs(self, n: int = 10) -> list[dict[str, Any]]:
         """The `n` most recent records, newest first."""

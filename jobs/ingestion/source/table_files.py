@@ -242,6 +242,7 @@ def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) 
         spec.format == "delta"
         and spec.path is not None
         and spec.since_version is None
+        and spec.changes is None
         and delta_reader_for(spark, spec) == "delta-rs"
     ):
         snapshot = load_snapshot(str(spec.path), version=source.version)
@@ -250,5 +251,7 @@ def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) 
             files = ["file://" + f if f.startswith("/") else f for f in files]
         return SourceFiles(files, snapshot.partition_columns)
     return SourceFiles(
-        None, why="the source is not a Parquet path or table, or a Delta table read by delta-rs"
+        None,
+        why="the source is not a Parquet path or table, or a Delta table read by delta-rs "
+        "(its rows, not its changes)",
     )

@@ -1,0 +1,184 @@
+"""A Delta table's Change Data Feed as the rows an ingest run writes (`source.changes: cdf`).
+
+A run reads the changes of the versions after one (exclusive: the last version ingested, or
+`since_version`) up to the pinned target version. The rows are the table's columns plus Delta's
+three: `_change_type` (insert, update_postimage, delete), `_commit_version` (bigint) and
+`_commit_timestamp` (timestamp, the commit's time), from either reader:
+
+* Spark's Delta source (`readChangeFeed`) when the session has the Delta extension;
+* delta-rs (`DeltaTable.load_cdf`) otherwise. It reads on the driver, so its batches are streamed
+  into one Parquet file in the run's staging (`scratch`, a directory every executor sees) and
+  Spark reads that: the driver holds one batch at a time, whatever the range's size.
+
+`update_preimage` rows are dropped here: an update's record is its new value. What a delete
+becomes (a tombstone: the key, a null value) and the order within a run (`CHANGE_ORDERING`, then
+the configured ordering) are the mapping's and the config's.
+
+Every version of the range must record the feed (`delta.enableChangeDataFeed = true` in that
+version's metadata), or its changes are not in the log: refused before reading, naming the
+property, as Delta's own reader refuses such a range (delta-rs checks only some versions).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.spark.delta import open_table, table_root
+from kafkalog_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "CHANGE_ORDERING",
+    "CHANGE_TYPE",
+    "COMMIT_TIMESTAMP",
+    "COMMIT_VERSION",
+    "DELETE",
+    "FEED_PROPERTY",
+    "check_feed_recorded",
+    "read_changes_deltars",
+    "read_changes_spark",
+]
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+DELETE = "delete"
+PREIMAGE = "update_preimage"
+FEED_PROPERTY = "delta.enableChangeDataFeed"
+
+# Offsets within a run: by commit version, a version's deletes before its inserts (an overwrite
+# or a key's replacement deletes and inserts the same key in one commit: the insert is what the
+# table holds after it), then the configured ordering.
+CHANGE_ORDERING = (COMMIT_VERSION, f"CASE WHEN {CHANGE_TYPE} = '{DELETE}' THEN 0 ELSE 1 END")
+
+_CHANGE_FIELDS = (
+    pa.field(CHANGE_TYPE, pa.string()),
+    pa.field(COMMIT_VERSION, pa.int64()),
+    pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC")),
+)
+FEED_FILE = "changes.parquet"
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def check_feed_recorded(location: str, first: int, last: int) -> None:
+    """Refuse when a version in [first, last] of the table at `location` did not record its
+    changes: its metadata (the one in effect after that commit) lacks the feed property."""
+    if first > last:
+        return
+    table = open_table(location, first)
+    for version in range(first, last + 1):
+        if version > first:
+            table.load_as_version(version)
+        configuration = table.metadata().configuration or {}
+        if str(configuration.get(FEED_PROPERTY, "false")).lower() != "true":
+            raise ConfigError(
+                f"source.changes=cdf: Delta table {location!r} has no change data for version "
+                f"{version} (changes of versions {first}-{last} asked for); set the table "
+                f"property {FEED_PROPERTY} = true (ALTER TABLE ... SET TBLPROPERTIES), which "
+                "records the changes of later versions, and start after it (--since-version)"
+            )
+
+
+def feed_schema(table_schema: pa.Schema) -> pa.Schema:
+    """The rows' schema: the table's columns, then Delta's three change columns."""
+    return pa.schema([*table_schema, *_CHANGE_FIELDS])
+
+
+def read_changes_deltars(
+    spark: SparkSession, path: str, first: int, last: int, scratch: str | Path
+) -> DataFrame:
+    """The changes of versions [first, last] through delta-rs, staged as Parquet in `scratch`
+    (emptied first: a rerun of a killed run writes it again) and read by Spark."""
+    from deltalake.exceptions import DeltaError
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    table = open_table(path, last)
+    schema = feed_schema(pa.schema(table.schema().to_arrow()))
+    spark_schema = from_arrow_schema(schema)
+    if first > last:
+        return spark.createDataFrame([], spark_schema)
+    check_feed_recorded(path, first, last)
+    import pyarrow.parquet as pq
+
+    target = Path(scratch)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    try:
+        stream = pa.RecordBatchReader.from_stream(
+            table.load_cdf(starting_version=first, ending_version=last)
+        )
+        with pq.ParquetWriter(target / FEED_FILE, schema) as writer:
+            for batch in stream:
+                rows = _conformed(batch, schema)
+                kept = rows.filter(pc.not_equal(rows.column(CHANGE_TYPE), PREIMAGE))
+                if kept.num_rows:
+                    writer.write_batch(kept)
+    except DeltaError as error:
+        raise ConfigError(
+            f"source.changes=cdf: cannot read the change data of Delta table {path!r}, "
+            f"versions {first}-{last}: {_first_line(error)}"
+        ) from None
+    return spark.read.schema(spark_schema).parquet(str(target))
+
+
+def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A feed batch in the target version's schema: delta-rs's view types cast to plain ones, a
+    column added after the batch's version null (as Delta reads an older file)."""
+    columns = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+        else:
+            columns.append(batch.column(index).cast(field.type))
+    return pa.record_batch(columns, schema=schema)
+
+
+def read_changes_spark(
+    spark: SparkSession, path: str | None, table: str | None, first: int, last: int
+) -> DataFrame:
+    """The changes of versions [first, last] through Spark's Delta source (by path or name)."""
+    from pyspark.sql import functions as F
+
+    ident = table if table else "delta.`" + str(path).replace("`", "``") + "`"
+    if first > last:
+        empty = spark.sql(f"SELECT * FROM {ident} VERSION AS OF {last}").limit(0)
+        return empty.select(
+            "*",
+            F.lit(None).cast("string").alias(CHANGE_TYPE),
+            F.lit(None).cast("bigint").alias(COMMIT_VERSION),
+            F.lit(None).cast("timestamp").alias(COMMIT_TIMESTAMP),
+        )
+    location = path if path else spark.sql(f"DESCRIBE DETAIL {ident}").collect()[0]["location"]
+    check_feed_recorded(_deltars_location(str(location)), first, last)
+    reader = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", first)
+        .option("endingVersion", last)
+    )
+    changes = reader.table(table) if table else reader.load(str(path))
+    return changes.where(F.col(CHANGE_TYPE) != PREIMAGE)
+
+
+def _deltars_location(location: str) -> str:
+    """A table location as Spark names it, as delta-rs opens it (a local path, or s3://)."""
+    if location.startswith("file:"):
+        return table_root(location)
+    if location.startswith("s3a://"):
+        return "s3://" + location[len("s3a://") :]
+    return location
