@@ -1,4 +1,5 @@
-"""Airflow DAG: ingest -> retention (dry run, then --apply) -> verify indexes -> compaction audit.
+"""Airflow DAG: ingest -> changelog ingest -> retention (dry run, then --apply) -> verify indexes
+-> compaction audit.
 
 Copy (or symlink) this file into your DAGs folder; set KAFKALOG_HOME to the repo checkout if the
 file does not live in it. Every task is a SparkSubmitOperator running one kafkalog job with
@@ -12,6 +13,9 @@ Settings come from Airflow Variables (defaults in brackets):
   kafkalog_topic_config   [none]
   kafkalog_assume_defaults [false]: "true" lets retention --apply delete by Kafka's defaults in
                            topics no --topic-config, broker metadata or ingest run names
+  kafkalog_changelog_config [none]: a config with `source.changes: cdf` (as
+                           conf/ingest-changelog.yaml): the `ingest_changelog` task then ingests
+                           the Delta table's changes since the last run, as upserts and tombstones
 and the Spark connection `spark_default` (e.g. master local[2], or your cluster).
 """
 
@@ -47,6 +51,7 @@ def _settings() -> PipelineSettings:
         report_root=Variable.get("kafkalog_report_root", "/data/kafkalog-reports"),
         topic_config=Variable.get("kafkalog_topic_config", None) or None,
         assume_defaults=Variable.get("kafkalog_assume_defaults", "false").lower() == "true",
+        changelog_config=Variable.get("kafkalog_changelog_config", None) or None,
     )
 
 

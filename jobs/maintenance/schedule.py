@@ -26,14 +26,16 @@ def job_run_id(run_id: str, *steps: str) -> str:
 
 @dataclass(frozen=True)
 class PipelineSettings:
-    """Where things are: the ingest config, the log dir root, the reports, topic configs; and
-    whether retention may delete by Kafka's defaults where nothing names a topic's settings."""
+    """Where things are: the ingest config, the log dir root, the reports, topic configs;
+    whether retention may delete by Kafka's defaults where nothing names a topic's settings; and
+    a changelog's config (`source.changes: cdf`), whose task ingests a Delta table's changes."""
 
     ingest_config: str
     log_dir: str
     report_root: str
     topic_config: str | None = None
     assume_defaults: bool = False
+    changelog_config: str | None = None
 
 
 def _common(settings: PipelineSettings, job: str, run_id: str, now: str) -> list[str]:
@@ -52,6 +54,14 @@ def ingest_args(
     if interval is not None:
         args += ["--data-interval-start", interval[0], "--data-interval-end", interval[1]]
     return args
+
+
+def changelog_args(settings: PipelineSettings, run_id: str) -> list[str]:
+    """`ingest` of a change data feed: no interval and no version, as each run reads the
+    versions after the last one ingested (a committed run id is a no-op here too)."""
+    assert settings.changelog_config is not None
+    rid = job_run_id(run_id, "changelog")
+    return ["--config", settings.changelog_config, "--output", settings.log_dir, "--run-id", rid]
 
 
 def retention_args(settings: PipelineSettings, run_id: str, now: str, *, apply: bool) -> list[str]:
@@ -84,8 +94,11 @@ def pipeline(
     settings: PipelineSettings, run_id: str, now: str, interval: tuple[str, str] | None = None
 ) -> dict[str, tuple[str, Sequence[str]]]:
     """task id -> (job file under jobs/, arguments), in the order the tasks run."""
+    ingests = {"ingest": ("ingest.py", ingest_args(settings, run_id, interval))}
+    if settings.changelog_config is not None:
+        ingests["ingest_changelog"] = ("ingest.py", changelog_args(settings, run_id))
     return {
-        "ingest": ("ingest.py", ingest_args(settings, run_id, interval)),
+        **ingests,
         "retention_dry_run": ("retention.py", retention_args(settings, run_id, now, apply=False)),
         "retention_apply": ("retention.py", retention_args(settings, run_id, now, apply=True)),
         "verify_indexes": ("rebuild_index.py", verify_args(settings, run_id, now)),

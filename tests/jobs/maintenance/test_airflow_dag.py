@@ -1,5 +1,6 @@
 """conf/airflow/kafkalog_pipeline.py runs end to end under Airflow (`airflow dags test`) against
-local Spark: ingest -> retention dry run -> --apply -> verify -> compaction audit.
+local Spark: ingest -> changelog ingest (a Delta table's change data feed) -> retention dry run
+-> --apply -> verify -> compaction audit.
 
 Airflow lives in its own cached venv (.venv-airflow, conf/venv.sh), never in kafkalog's. The
 tasks are real SparkSubmitOperators calling the venv's spark-submit on the repo's jobs.
@@ -16,8 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from jobs.maintenance.report import read_report
+from tests.jobs.ingest_helpers import read_root
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -70,7 +73,24 @@ def test_the_dag_runs_every_job(airflow_python: Path, tmp_path: Path) -> None:
         ),
         src / "customers.parquet",
     )
+    changes = str(tmp_path / "changes")  # versions 0-2: 10 inserts, 2 updates, 3 deletes
+    write_deltalake(
+        changes,
+        pa.table({"id": list(range(10)), "name": [f"n{i}" for i in range(10)]}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    DeltaTable(changes).update(new_values={"name": "new"}, predicate="id < 2")
+    DeltaTable(changes).delete("id >= 7")
     logs, reports = tmp_path / "logs", tmp_path / "reports"
+    changelog = tmp_path / "changelog.yaml"
+    changelog.write_text(
+        f"source: {{format: delta, path: {changes}, changes: cdf}}\n"
+        f"output: {{root: {logs}}}\n"
+        "topics:\n  customer-changes:\n    partitions: 1\n"
+        "    config: {cleanup.policy: compact, message.timestamp.type: LogAppendTime}\n"
+        "mapping:\n  topic: customer-changes\n  key: {column: id, format: string}\n"
+        "  value: {columns: [id, name], format: json}\n"
+    )
     config = tmp_path / "ingest.yaml"
     config.write_text(
         f"source: {{format: parquet, path: {src}}}\n"
@@ -93,6 +113,7 @@ def test_the_dag_runs_every_job(airflow_python: Path, tmp_path: Path) -> None:
         "AIRFLOW_VAR_KAFKALOG_INGEST_CONFIG": str(config),
         "AIRFLOW_VAR_KAFKALOG_LOG_DIR": str(logs),
         "AIRFLOW_VAR_KAFKALOG_REPORT_ROOT": str(reports),
+        "AIRFLOW_VAR_KAFKALOG_CHANGELOG_CONFIG": str(changelog),
         "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # kafkalog's spark-submit
         "PYSPARK_PYTHON": sys.executable,
@@ -112,7 +133,13 @@ def test_the_dag_runs_every_job(airflow_python: Path, tmp_path: Path) -> None:
     )
     output = run.stdout + run.stderr
     assert run.returncode == 0 and "state=success" in output, output[-5000:]
-    assert {p.name for p in logs.iterdir() if p.is_dir()} == {"customers-0", "customers-1"}
+    partitions = {p.name for p in logs.iterdir() if p.is_dir()}
+    assert partitions == {"customers-0", "customers-1", "customer-changes-0"}
+    changelog_records = [r for r in read_root(logs) if r[0] == "customer-changes"]
+    assert len(changelog_records) == 15
+    latest = {r[3]: r[4] for r in changelog_records}
+    assert [k for k, v in sorted(latest.items()) if v is None] == [b"7", b"8", b"9"]
+    assert latest[b"0"] == b'{"id":0,"name":"new"}'
     jobs = {}
     for job in ("retention", "rebuild-index", "compaction-audit"):
         table = read_report(reports / job)
@@ -121,7 +148,10 @@ def test_the_dag_runs_every_job(airflow_python: Path, tmp_path: Path) -> None:
     assert len(retention_ids) == 2 and all(r.startswith("manual__") for r in retention_ids)
     assert {r.rsplit("-retention-", 1)[1] for r in retention_ids} == {"dry-run", "apply"}
     audit = read_report(reports / "compaction-audit").to_pylist()
-    assert sum(r["distinct_keys"] for r in audit) == 30
-    assert sum(r["records"] for r in audit) == n
+    customers = [r for r in audit if r["topic"] == "customers"]
+    assert sum(r["distinct_keys"] for r in customers) == 30
+    assert sum(r["records"] for r in customers) == n
+    (changed,) = [r for r in audit if r["topic"] == "customer-changes"]
+    assert (changed["records"], changed["distinct_keys"], changed["tombstones"]) == (15, 10, 3)
     (html,) = (reports / "compaction-audit-html").iterdir()
     assert html.read_text().count("data:image/png;base64,") == 3

@@ -67,6 +67,21 @@ def test_dry_run_then_apply() -> None:
     assert audit.html.endswith(f"{RUN}-audit.html")
 
 
+def test_a_changelog_task_after_ingest_continues_from_the_history() -> None:
+    settings = PipelineSettings(
+        "conf/x.yaml", "/data/logs", "/data/reports", changelog_config="conf/changes.yaml"
+    )
+    tasks = pipeline(settings, RUN, NOW, interval=("2024-05-01", "2024-05-02"))
+    assert list(tasks)[:3] == ["ingest", "ingest_changelog", "retention_dry_run"]
+    job_file, args = tasks["ingest_changelog"]
+    parsed = build_arg_parser("ingest").parse_args(list(args))
+    assert job_file == "ingest.py" and parsed.config == "conf/changes.yaml"
+    assert parsed.run_id == job_run_id(RUN, "changelog") and parsed.output == "/data/logs"
+    # The versions come from the ingest history, not from the scheduler's interval.
+    assert parsed.since_version is None and parsed.data_interval_start is None
+    assert "ingest_changelog" not in pipeline(SETTINGS, RUN, NOW)
+
+
 def test_data_interval_goes_to_ingest() -> None:
     args = pipeline(SETTINGS, RUN, NOW, interval=("2024-05-01", "2024-05-02"))["ingest"][1]
     parsed = build_arg_parser("ingest").parse_args(list(args))
