@@ -175,12 +175,14 @@ def orders_table(orders: int = ORDERS, customers: int = CUSTOMERS) -> pa.Table:
 
 
 def write_source_tables(source: Path) -> dict[str, int]:
-    """Both tables as Delta (version 0) under `source`; returns rows per table."""
+    """Both tables as Delta (version 0) under `source`; returns rows per table. `customers`
+    records its change data feed, so `conf/ingest-changelog.yaml` reads it too."""
     from deltalake import write_deltalake
 
     written = {}
     for name, table in (("customers", customers_table()), ("orders", orders_table())):
-        write_deltalake(str(source / name), table, mode="overwrite")
+        feed = {"delta.enableChangeDataFeed": "true"} if name == "customers" else None
+        write_deltalake(str(source / name), table, mode="overwrite", configuration=feed)
         written[name] = table.num_rows
     return written
 
