@@ -107,7 +107,8 @@ def _ingest(spark, doc: dict, run_id: str, **kw):
 
 def _in_runs(spark, table: str, root: Path, versions: list[int], reader: str = "delta-rs"):
     for version in versions:
-        result = _ingest(spark, _doc(table, root, reader=reader, version=version), f"v{version}")
+        doc = _doc(table, root, reader=reader, version=version)
+        result = _ingest(spark, doc, f"v{version}", tasks=1)
         assert result.status == "committed" and result.source_version == version
     return read_root(root)
 
