@@ -188,8 +188,12 @@ def test_two_runs_the_second_killed_and_rerun_give_the_same_records(
 
 def test_since_version_skips_ahead_but_never_back(spark, table, tmp_path):
     root = tmp_path / "logs"
-    first = _ingest(spark, _doc(table, root, since_version=2, version=3), "a")
+    doc = _doc(table, root, since_version=2, version=3)
+    doc["mapping"]["value"]["columns"] = ["*"]  # the table's columns, not Delta's change columns
+    first = _ingest(spark, doc, "a")
     assert first.records == 4 and "changes after version 2" in first.source
+    values = [json.loads(r[4]) for r in read_root(root) if r[4] is not None]
+    assert len(values) == 3 and all(set(v) == {"id", "name", "updated_at"} for v in values)
     with pytest.raises(ConfigError, match=r"since_version=1: the changes up to version 3 .*"):
         _ingest(spark, _doc(table, root, since_version=1), "b")
 
