@@ -19,6 +19,7 @@ the `.index`, `.timeindex` and `.txnindex` files from the batches. What it holds
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from kafkalog_core.config import LogConfig
@@ -50,7 +51,7 @@ class _Log:
     def roll(self) -> None:
         self.segments.append((self.offset, []))
 
-    def add(self, records: list[tuple[bytes | None, bytes | None, int]], **header) -> int:
+    def add(self, records: Sequence[tuple[bytes | None, bytes | None, int]], **header) -> int:
         """A batch of (key, value, timestamp) at the next offsets; returns its base offset."""
         base = self.offset
         pid = header.get("producer_id", -1)
@@ -86,9 +87,13 @@ def changelog_partition(
     compression: Compression = Compression.NONE,
     *,
     config: LogConfig = COMPACT,
+    active: Sequence[tuple[bytes | None, bytes | None, int]] | None = None,
 ) -> Path:
-    """Write the partition described in the module doc into `d` (a `topic-0` dir)."""
+    """Write the partition described in the module doc into `d` (a `topic-0` dir); `active`:
+    the active segment's records (default: k0 and a tombstone of k1, which supersede)."""
     t = NOW - 2 * DAY
+    if active is None:
+        active = [(b"k0", b"v0-active", t + 50), (b"k1", None, t + 51)]
     log = _Log(compression)
     # segment 0: plain batches, repeated keys, headers, a null key, LogAppendTime
     log.add([(b"k0", b"v0-a", t), (b"k1", b"v1-a", t + 1), (b"k0", b"v0-b", t + 2)])
@@ -138,7 +143,7 @@ def changelog_partition(
     log.add([(b"k1", b"v1-c", t + 41)])
     log.roll()
     # segment 4 (active): beyond the cleanable range
-    log.add([(b"k0", b"v0-active", t + 50), (b"k1", None, t + 51)])
+    log.add(active)
 
     d.mkdir(parents=True, exist_ok=True)
     for base, batches in log.segments:
