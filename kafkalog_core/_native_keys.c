@@ -45,31 +45,42 @@ static uint32_t le32(const uint8_t *p) {
            ((uint32_t)p[3] << 24);
 }
 
+/* One step of round r: a = b + rotl(a + F(b, c, d) + K[i] + M[g], s), the registers then
+ * rotating (the macro takes them in rotated order instead of moving them). */
+#define STEP(F, a, b, c, d, i, g) \
+    a = b + rotl(a + F(b, c, d) + md5_k[i] + m[g], md5_shift[i])
+#define F1(b, c, d) (((b) & (c)) | (~(b) & (d)))
+#define F2(b, c, d) (((d) & (b)) | (~(d) & (c)))
+#define F3(b, c, d) ((b) ^ (c) ^ (d))
+#define F4(b, c, d) ((c) ^ ((b) | ~(d)))
+
 static void md5_block(uint32_t state[4], const uint8_t *block) {
     uint32_t m[16];
     for (int i = 0; i < 16; i++) m[i] = le32(block + 4 * i);
     uint32_t a = state[0], b = state[1], c = state[2], d = state[3];
-    for (int i = 0; i < 64; i++) {
-        uint32_t f;
-        int g;
-        if (i < 16) {
-            f = (b & c) | (~b & d);
-            g = i;
-        } else if (i < 32) {
-            f = (d & b) | (~d & c);
-            g = (5 * i + 1) & 15;
-        } else if (i < 48) {
-            f = b ^ c ^ d;
-            g = (3 * i + 5) & 15;
-        } else {
-            f = c ^ (b | ~d);
-            g = (7 * i) & 15;
-        }
-        f += a + md5_k[i] + m[g];
-        a = d;
-        d = c;
-        c = b;
-        b += rotl(f, md5_shift[i]);
+    for (int i = 0; i < 16; i += 4) {
+        STEP(F1, a, b, c, d, i, i);
+        STEP(F1, d, a, b, c, i + 1, i + 1);
+        STEP(F1, c, d, a, b, i + 2, i + 2);
+        STEP(F1, b, c, d, a, i + 3, i + 3);
+    }
+    for (int i = 16; i < 32; i += 4) {
+        STEP(F2, a, b, c, d, i, (5 * i + 1) & 15);
+        STEP(F2, d, a, b, c, i + 1, (5 * i + 6) & 15);
+        STEP(F2, c, d, a, b, i + 2, (5 * i + 11) & 15);
+        STEP(F2, b, c, d, a, i + 3, (5 * i + 16) & 15);
+    }
+    for (int i = 32; i < 48; i += 4) {
+        STEP(F3, a, b, c, d, i, (3 * i + 5) & 15);
+        STEP(F3, d, a, b, c, i + 1, (3 * i + 8) & 15);
+        STEP(F3, c, d, a, b, i + 2, (3 * i + 11) & 15);
+        STEP(F3, b, c, d, a, i + 3, (3 * i + 14) & 15);
+    }
+    for (int i = 48; i < 64; i += 4) {
+        STEP(F4, a, b, c, d, i, (7 * i) & 15);
+        STEP(F4, d, a, b, c, i + 1, (7 * i + 7) & 15);
+        STEP(F4, c, d, a, b, i + 2, (7 * i + 14) & 15);
+        STEP(F4, b, c, d, a, i + 3, (7 * i + 21) & 15);
     }
     state[0] += a;
     state[1] += b;

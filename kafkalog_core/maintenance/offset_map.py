@@ -137,7 +137,7 @@ class OffsetMap:
         self.size = 0
         self._native = native.module
         if self._native is not None:
-            self._table = np.full(3 * 1024, -1, np.int64)
+            self._table = np.full(3 * 4096, -1, np.int64)  # 4096 slots of 24 bytes
         else:
             self._arrow = pa.table(
                 {
@@ -174,8 +174,9 @@ class OffsetMap:
             done += step
             if stop != 2:
                 return PutResult(done, stop == 1)
-            # one more key would fill half the slots: double them and go on
-            bigger = np.full(self._table.shape[0] * 2, -1, np.int64)
+            # one more key would fill half the slots: grow (4x while small) and go on
+            slots = self._table.shape[0] // 3
+            bigger = np.full(3 * slots * (4 if slots < 1 << 22 else 2), -1, np.int64)
             self._native.offset_map_move(self._table, bigger)
             self._table = bigger
             if done >= n:  # pragma: no cover - stop 2 is only reported before an entry
