@@ -146,16 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     audit = best_of(
         args.repeat, lambda: compaction_audit.run(spark, str(root), all_topics=True, **quiet)
     )
-    print(
-        f"baseline B, parquet groupBy(key).count():   {base_b:6.2f} s  {records / base_b:11,.0f} rec/s"
-    )
-    print(
-        f"compaction-audit --all-topics               {audit:6.2f} s  {records / audit:11,.0f} rec/s"
-        f"  ratio {audit / base_b:.2f}x the time (goal <= 1.5)"
-    )
+    print_against("baseline B, parquet groupBy(key).count()", base_b, records)
+    print_against("compaction-audit --all-topics", audit, records, base_b)
     spark.stop()
     shutil.rmtree(args.dir, ignore_errors=True)
     return 0
+
+
+def print_against(name: str, seconds: float, records: int, baseline: float | None = None) -> None:
+    """One timing line: seconds, records/s and, against a baseline, the ratio of the times."""
+    line = f"{name:<56} {seconds:6.2f} s  {records / seconds:11,.0f} rec/s"
+    if baseline is not None:
+        line += f"  ratio {seconds / baseline:.2f}x the time (goal <= 1.5)"
+    print(line)
 
 
 def half_superseded(n: int, seed: int) -> pa.Table:
@@ -224,13 +227,8 @@ def bench_compact(args: argparse.Namespace) -> int:
     base_c = best_of(args.repeat, baseline)
     job = min(run_compact() for _ in range(args.repeat))
     kept = sum(p.stat().st_size for p in work.rglob("*.log"))
-    print(
-        f"baseline C, parquet -> max_by(offset) per key -> parquet: {base_c:6.2f} s  {records / base_c:11,.0f} rec/s"
-    )
-    print(
-        f"compact --apply ({mb:,.0f} MB -> {kept / 1e6:,.0f} MB)           {job:6.2f} s  {records / job:11,.0f} rec/s"
-        f"  ratio {job / base_c:.2f}x the time (goal <= 1.5)"
-    )
+    print_against("baseline C, parquet -> max_by(offset) per key -> parquet", base_c, records)
+    print_against(f"compact --apply ({mb:,.0f} MB -> {kept / 1e6:,.0f} MB)", job, records, base_c)
     spark.stop()
     shutil.rmtree(args.dir, ignore_errors=True)
     return 0
