@@ -76,6 +76,7 @@ from kafkalog_core.maintenance.cleaner_rewrite import (
     clean_segment,
     control_types,
     header_columns,
+    slabs,
 )
 from kafkalog_core.maintenance.cleaner_txn import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -163,18 +164,6 @@ class RoundResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def _slabs(headers: list[BatchHeader], slab_bytes: int) -> list[list[BatchHeader]]:
-    out: list[list[BatchHeader]] = []
-    size = 0
-    for h in headers:
-        if not out or size + h.size > slab_bytes:
-            out.append([])
-            size = 0
-        out[-1].append(h)
-        size += h.size
-    return out
-
-
 def build_offset_map(
     partition_dir: str | os.PathLike[str],
     state: CleaningState,
@@ -205,8 +194,7 @@ def build_offset_map(
                 .position
             )
         with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-            headers = list(iter_batch_headers(view, start=position))
-            for slab in _slabs(headers, slab_bytes):
+            for slab, _ in slabs(iter_batch_headers(view, start=position), slab_bytes):
                 latest, full = _map_slab(view, slab, start, offset_map, txns, latest)
                 if full:
                     return latest, True
@@ -490,7 +478,7 @@ def _round(
         )
         for seg in group:
             with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-                clean_segment(view, list(iter_batch_headers(view)), rules, writer, stats)
+                clean_segment(view, rules, writer, stats)
         bytes_after += writer.written
         if apply:
             hook("flush", sink.log_path)

@@ -36,6 +36,7 @@ from kafkalog_core.record.batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
 )
+from kafkalog_core.record.control import ControlRecordType
 from kafkalog_core.record.decoder import RecordBatch
 
 __all__ = [
@@ -108,7 +109,8 @@ def scan_partition(
             if ended is not None:
                 aborted.append(ended)
             if producers is not None and header.magic >= MAGIC_V2:
-                producers.update(header, kind if header.is_control else None)
+                marker = kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
+                producers.update(header, kind if header.is_control and marker else None)
 
     segments = [
         read_segment_facts(path, verify=verify, strict=True, on_batch=replay)

@@ -28,7 +28,7 @@ gives the same bytes whenever their length varints are canonical (every Kafka wr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -51,6 +51,7 @@ from kafkalog_core.record.batch import (
     TRANSACTIONAL_MASK,
     BatchHeader,
     Compression,
+    iter_batch_headers,
 )
 from kafkalog_core.record.control import parse_control_record_key
 from kafkalog_core.record.decoder import RecordSpans, record_spans
@@ -72,6 +73,7 @@ __all__ = [
     "clean_segment",
     "control_types",
     "header_columns",
+    "slabs",
 ]
 
 DEFAULT_IO_BUFFER_SIZE = 524_288  # log.cleaner.io.buffer.size
@@ -634,25 +636,32 @@ def _tail(cur: _SlabOutput, i: int) -> _SlabOutput:
 # ---------------------------------------------------------------------------------------------
 
 
+def slabs(
+    headers: Iterable[BatchHeader], slab_bytes: int
+) -> Iterator[tuple[list[BatchHeader], bool]]:
+    """Consecutive batches in groups of about `slab_bytes` (at least one batch each), and
+    whether a group is the last: a segment is read a slab at a time, its headers too."""
+    slab: list[BatchHeader] = []
+    size = 0
+    for header in headers:
+        if slab and size + header.size > slab_bytes:
+            yield slab, False
+            slab, size = [], 0
+        slab.append(header)
+        size += header.size
+    if slab:
+        yield slab, True
+
+
 def clean_segment(
     view: memoryview,
-    headers: list[BatchHeader],
     rules: RoundRules,
     writer: ChunkWriter,
     stats: CleanStats,
 ) -> None:
-    """Filter every batch of one source segment (`headers`: all of its batches) into `writer`."""
+    """Filter every batch of one source segment (its mapped bytes) into `writer`."""
     writer.start_segment()
-    if not headers:
-        return
-    at = 0
-    while at < len(headers):
-        size = 0
-        stop = at
-        while stop < len(headers) and (stop == at or size + headers[stop].size <= rules.slab_bytes):
-            size += headers[stop].size
-            stop += 1
-        slab = _judge(view, headers[at:stop], rules)
+    for batches, last in slabs(iter_batch_headers(view), rules.slab_bytes):
+        slab = _judge(view, batches, rules)
         _count(slab, stats)
-        writer.feed(_write(view, slab), last=stop == len(headers))
-        at = stop
+        writer.feed(_write(view, slab), last=last)

@@ -206,6 +206,16 @@ def test_the_numpy_path_writes_the_same_bytes(tmp_path, monkeypatch) -> None:
     assert {k: v[0] for k, v in files(with_c).items()} == {k: v[0] for k, v in files(plain).items()}
 
 
+def test_the_slab_size_changes_no_byte(tmp_path) -> None:
+    # slabs decode a few batches at a time; read chunks then span slabs
+    whole = changelog_partition(tmp_path / "a" / "t-0")
+    clean_partition(whole, COMPACT, NOW, apply=True, settings=SETTINGS)
+    sliced = changelog_partition(tmp_path / "b" / "t-0")
+    small = CleanerSettings(io_buffer_size=1200, producer_id_expiration_ms=7 * DAY, slab_bytes=150)
+    clean_partition(sliced, COMPACT, NOW, apply=True, settings=small)
+    assert {k: v[0] for k, v in files(whole).items()} == {k: v[0] for k, v in files(sliced).items()}
+
+
 def test_a_full_map_ends_the_round_where_kafkas_would(tmp_path) -> None:
     d = changelog_partition(tmp_path / "t-0")
     # 4 keys: k0 k1 (offsets 0-2), k2 k3 (3-4); the batch at 5 brings a null key and k4: the
