@@ -24,7 +24,9 @@ Skipped, each with one line: a partition whose segments hold a corrupt batch or 
 (a broker marks it uncleanable; run rebuild-index), and the run exits 1; records without a key
 in a round are dropped as Kafka drops them and counted in the report. A topic named in
 `--topics` that is not compacted is refused before anything runs. The run holds the log dir's
-run lock, so it never overlaps an ingest or another maintenance run that writes.
+run lock, so it never overlaps an ingest or another maintenance run that writes. A task Spark
+retries settles its partition's journal first; speculative attempts (spark.speculation, off by
+default) must stay off, since two attempts of one round would race on the same files.
 """
 
 from __future__ import annotations
