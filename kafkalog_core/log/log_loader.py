@@ -356,18 +356,6 @@ class LogLoader:
                 self.report.deleted_snapshots.append(p.name)
 
 
-def complete_swaps(partition_dir: str | os.PathLike[str]) -> LoadReport:
-    """Passes 1-3 of a broker's load alone: delete `.deleted` files and killed writes' `.tmp`
-    copies, roll back an unfinished swap (any `.cleaned` left) or complete a committed one.
-
-    What a maintenance job runs before it reads a partition another run may have left half
-    swapped: the segments are then the ones a broker would load, and nothing else changes.
-    """
-    loader = LogLoader(Path(partition_dir), None, 0, 0, clean=True)
-    loader._remove_temp_files_and_complete_swaps()
-    return loader.report
-
-
 def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
     """Feed a segment's transactional batches to `tracker` (producer state up to its end)."""
     for header in seg.batches():

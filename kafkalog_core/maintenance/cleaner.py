@@ -45,7 +45,7 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.checkpoints import atomic_write
 from kafkalog_core.log.index.offset_index import OffsetIndex
-from kafkalog_core.log.log_loader import complete_swaps
+from kafkalog_core.log.log_loader import complete_interrupted_swaps
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import (
     CLEANED_FILE_SUFFIX,
@@ -328,7 +328,7 @@ def finish_interrupted_round(partition_dir: str | os.PathLike[str], journal: Pat
     pdir = Path(partition_dir)
     record = json.loads(journal.read_bytes())
     rolled_back = _has_files(pdir, CLEANED_FILE_SUFFIX)
-    complete_swaps(pdir)
+    complete_interrupted_swaps(pdir)
     if rolled_back:
         journal.unlink()
         return None
@@ -380,7 +380,7 @@ def clean_partition(
                 return RoundResult(
                     FINISHED, "completed the swap of an interrupted round", end_offset=finished
                 )
-        complete_swaps(pdir)
+        complete_interrupted_swaps(pdir)
     elif (journal is not None and journal.exists()) or _has_files(
         pdir, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
     ):
