@@ -15,6 +15,7 @@ CHARTS = ["Dirty ratio", "Duplicate keys", "Tombstone age"]
 def test_runs_the_audit_and_shows_its_figures() -> None:
     source = kernel.committed_source(NOTEBOOK)
     assert "compaction_audit.run(" in source and "audit_figures(" in source
+    assert "compact.run(" in source
 
 
 @pytest.mark.spark
@@ -30,5 +31,9 @@ def test_audits_the_demo_log_and_draws_each_chart_once(tmp_path: Path) -> None:
     assert kernel.value(made) == repr(CHARTS) and kernel.images(made) == []  # made, not drawn
     for chart in CHARTS:
         assert len(kernel.images(kernel.cell_with(nb, f'figures["{chart}"]'))) == 1
+    # then compacted (the demo dir: apply) and audited again, with compact's before and after
+    assert "cleaned 1 partitions" in kernel.stdout(kernel.cell_with(nb, "compact.run("))
+    after = kernel.cell_with(nb, '["Before and after compaction"]')
+    assert len(kernel.images(after)) == 1
     page = (tmp_path / "tmp" / "kafkalog-compaction-audit" / "audit.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count("data:image/png;base64,") == 4 and "Compact run compact-" in page
