@@ -202,7 +202,7 @@ const char offset_map_put_doc[] =
     "Put (digests[i], offsets[i]) in order, a later put of a digest overwriting its offset.\n"
     "Stops before entry i when the table holds `limit` keys (stop = 1: Kafka's map is full;\n"
     "it stops even for a digest already present) or when one more key would fill more than\n"
-    "half of the slots (stop = 2: move to a larger table and go on from `done`); stop = 0 when\n"
+    "3/4 of the slots (stop = 2: move to a larger table and go on from `done`); stop = 0 when\n"
     "every entry was put. `size` is the number of keys the table holds.";
 
 PyObject *offset_map_put(PyObject *self, PyObject *args) {
@@ -238,7 +238,7 @@ PyObject *offset_map_put(PyObject *self, PyObject *args) {
         memcpy(d, dig + 16 * i, 16);
         int64_t *slot = find_slot(t, mask, d);
         if (slot[2] == EMPTY) {
-            if ((uint64_t)(size + 1) * 2 > slots) {
+            if ((uint64_t)(size + 1) * 4 > slots * 3) {
                 stop = 2;
                 break;
             }

@@ -3,8 +3,9 @@
 Kafka hashes each key with MD5 and keeps 16-byte digest -> offset: keys are equal when their
 MD5 digests are, so two different keys that collide count as one key and the older record of
 the pair is removed, exactly as a broker's cleaner removes it. This map does the same (it holds
-digests, never keys): 24 bytes per distinct key, one entry per key however many records carry
-it, so a round's memory is bounded by its distinct keys, not by the bytes of its segments.
+digests, never keys): an entry of 24 bytes per distinct key, however many records carry it, in
+a table at most 3/4 full that grows as keys come (32-64 bytes per key once it is large), so a
+round's memory is bounded by its distinct keys, not by the bytes of its segments.
 
 Kafka's map has a fixed size (log.cleaner.dedupe.buffer.size / threads / 24 slots, filled to
 log.cleaner.io.buffer.load.factor); when it holds that many keys the round stops there, and the
@@ -174,7 +175,7 @@ class OffsetMap:
             done += step
             if stop != 2:
                 return PutResult(done, stop == 1)
-            # one more key would fill half the slots: grow (4x while small) and go on
+            # one more key would fill 3/4 of the slots: grow (4x while small) and go on
             slots = self._table.shape[0] // 3
             bigger = np.full(3 * slots * (4 if slots < 1 << 22 else 2), -1, np.int64)
             self._native.offset_map_move(self._table, bigger)
