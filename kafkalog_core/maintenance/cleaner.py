@@ -173,15 +173,16 @@ def build_offset_map(
     """Kafka's buildOffsetMap over [first dirty, first uncleanable): (latest offset, full).
 
     Each segment is read from its offset index's entry for the first dirty offset on (as Kafka
-    does; aborted transactions are told apart by the `.txnindex` entries from that segment on).
+    does; aborted transactions are told apart by the `.txnindex` entries of the segment holding
+    the first dirty offset and all later ones).
     """
     pdir = Path(partition_dir)
     start, end = state.first_dirty_offset, state.first_uncleanable_offset
-    dirty = [
-        s for s in state.segments[floor_segment(state.segments, start) :] if s.base_offset < end
-    ]
+    later = state.segments[floor_segment(state.segments, start) :]
+    dirty = [s for s in later if s.base_offset < end]
+    # an aborted transaction's marker (and so its .txnindex entry) may lie beyond the range
     txns = CleanedTransactions(
-        read_aborted_txns(pdir, [s.base_offset for s in dirty], state.log_start_offset)
+        read_aborted_txns(pdir, [s.base_offset for s in later], state.log_start_offset)
     )
     latest = -1
     for k, seg in enumerate(dirty):

@@ -232,6 +232,40 @@ def test_a_full_map_ends_the_round_where_kafkas_would(tmp_path) -> None:
     assert [o for o in offsets if o >= 5] == [o for o in range(5, 77) if o not in (13, 16)]
 
 
+def test_an_abort_marker_beyond_the_range_still_keeps_its_data_out_of_the_map(tmp_path) -> None:
+    from kafkalog_core.log.partition.partition_log import PartitionLog
+    from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
+    from kafkalog_core.record.encoder import Record, build_batch
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    t = NOW - DAY
+    first = build_batch([Record(0, t, b"k0", b"committed")], base_offset=0)
+    aborted = build_batch(
+        [Record(0, t + 1, b"k0", b"aborted")],
+        base_offset=1,
+        producer_id=300,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    (d / log_file_name(0)).write_bytes(first + aborted)
+    marker = build_end_txn_marker_batch(
+        control_type=ControlRecordType.ABORT,
+        producer_id=300,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        base_offset=2,
+        timestamp=t + 2,
+    )
+    (d / log_file_name(2)).write_bytes(marker)  # the active segment: its .txnindex has the txn
+    PartitionLog.open(d, COMPACT, recovery_point=0).close()
+    assert (d / log_file_name(2).replace(".log", ".txnindex")).stat().st_size == 34
+    result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS)
+    assert result.status == CLEANED and result.end_offset == 2
+    assert _records(d) == [(0, b"k0", b"committed")]  # the aborted record neither stays nor wins
+
+
 def test_grouping_follows_segment_bytes_and_index_bytes(tmp_path) -> None:
     d = changelog_partition(tmp_path / "t-0")
     segments = list(scan_partition(d).segments[:-1])
