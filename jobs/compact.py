@@ -234,6 +234,7 @@ def run(
 ) -> MaintenanceResult:
     """Clean (with `apply`) or report every compacted partition; the report and the summary.
     `settings` are the broker's cleaner settings (dedupe buffer, I/O buffers, producer expiry)."""
+    settings.check()
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -342,13 +343,39 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--apply", action="store_true", help="rewrite the partitions (default: report only)"
     )
+    defaults = CleanerSettings()
+    broker = parser.add_argument_group("the broker's cleaner settings (Kafka's defaults)")
+    for flag, name, help_text in (
+        ("--dedupe-buffer-size", "dedupe_buffer_size", "log.cleaner.dedupe.buffer.size"),
+        ("--cleaner-threads", "threads", "log.cleaner.threads (divides the buffers)"),
+        ("--io-buffer-size", "io_buffer_size", "log.cleaner.io.buffer.size"),
+        ("--message-max-bytes", "max_io_buffer_size", "message.max.bytes"),
+        ("--producer-id-expiration-ms", "producer_id_expiration_ms", "producer.id.expiration.ms"),
+    ):
+        default = getattr(defaults, name)
+        broker.add_argument(
+            flag, dest=name, type=int, default=default, help=f"{help_text} [{default}]"
+        )
     return parser
+
+
+def _settings(args: argparse.Namespace) -> CleanerSettings:
+    names = (
+        "dedupe_buffer_size",
+        "threads",
+        "io_buffer_size",
+        "max_io_buffer_size",
+        "producer_id_expiration_ms",
+    )
+    return CleanerSettings(**{name: getattr(args, name) for name in names})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure (or when a
     partition was uncleanable)."""
-    return run_cli(JOB, argv, _parser(), run, lambda args: {"apply": args.apply})
+    return run_cli(
+        JOB, argv, _parser(), run, lambda args: {"apply": args.apply, "settings": _settings(args)}
+    )
 
 
 if __name__ == "__main__":

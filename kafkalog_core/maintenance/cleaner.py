@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.errors import CorruptRecordError
+from kafkalog_core.errors import ConfigError, CorruptRecordError
 from kafkalog_core.log.checkpoints import atomic_write
 from kafkalog_core.log.index.offset_index import OffsetIndex
 from kafkalog_core.log.log_loader import complete_interrupted_swaps
@@ -141,6 +141,20 @@ class CleanerSettings:
     @property
     def max_keys(self) -> int:
         return max_keys_for(self.dedupe_buffer_size, self.threads, self.load_factor)
+
+    def check(self) -> CleanerSettings:
+        """ConfigError unless a cleaner with these settings can make progress (Kafka's own
+        require: the map holds at least one key; every buffer at least a byte)."""
+        if self.threads < 1:
+            raise ConfigError(f"log.cleaner.threads={self.threads} must be at least 1")
+        if self.max_keys < 1:
+            raise ConfigError(
+                f"log.cleaner.dedupe.buffer.size={self.dedupe_buffer_size} over {self.threads} "
+                "thread(s) is too small for the offset map to hold a single key"
+            )
+        if self.io_buffer_size // self.threads // 2 < 1:
+            raise ConfigError(f"log.cleaner.io.buffer.size={self.io_buffer_size} is too small")
+        return self
 
 
 @dataclass

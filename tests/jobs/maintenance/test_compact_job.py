@@ -159,6 +159,10 @@ def test_bad_input_is_one_line_and_changes_nothing(spark, log_dir: Path, capsys)
     code = compact_job.main(["--log-dir", str(log_dir), "--topics", "events"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and err[0].startswith("kafkalog: error: topic events")
+    code = compact_job.main(["--log-dir", str(log_dir), "--dedupe-buffer-size", "40"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "too small for the offset map" in err[0]
+    assert _files(log_dir) == before
 
 
 def test_a_corrupt_partition_is_skipped_and_said_so(spark, log_dir: Path) -> None:
