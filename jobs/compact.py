@@ -59,7 +59,7 @@ from kafkalog_core.log.checkpoints import (
     read_log_start_checkpoint,
 )
 from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE
-from kafkalog_core.log.partition.replace import Hook
+from kafkalog_core.log.swap import Hook
 from kafkalog_core.maintenance.cleaner import (
     CLEANED,
     FINISHED,

@@ -12,7 +12,7 @@
 3. every segment below the round's end, grouped by segment.bytes and segment.index.bytes
    (§8.3), each group filtered into one `<base>.log.cleaned` segment (`cleaner_rewrite`) with
    the group's last segment's mtime;
-4. the swap (`log.partition.replace`, Kafka's replaceSegments) of all the round's groups at
+4. the swap (`log.swap.replace_segments`, Kafka's replaceSegments) of all the round's groups at
    once, so that a kill at any point leaves either the old segments (a broker's loader rolls
    back) or the new ones (it completes the swap).
 
@@ -45,7 +45,6 @@ from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, CorruptRecordError
 from kafkalog_core.log.checkpoints import atomic_write
 from kafkalog_core.log.index.offset_index import OffsetIndex
-from kafkalog_core.log.log_loader import complete_interrupted_swaps
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.log.names import (
     CLEANED_FILE_SUFFIX,
@@ -54,9 +53,9 @@ from kafkalog_core.log.names import (
     log_file_name,
     time_index_file_name,
 )
-from kafkalog_core.log.partition.replace import Hook, replace_segments
 from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.log_segment import LogSegment
+from kafkalog_core.log.swap import Hook, complete_interrupted_swaps, replace_segments
 from kafkalog_core.maintenance.cleaner_audit import (
     CleaningState,
     SegmentSummary,
