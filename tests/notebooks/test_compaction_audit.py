@@ -23,11 +23,11 @@ def test_audits_the_demo_log_and_draws_each_chart_once(tmp_path: Path) -> None:
     nb = kernel.execute(NOTEBOOK, tmp_path)
     kernel.assert_shown_as_a_user_sees_it(nb)
 
-    run = kernel.stdout(kernel.cell_with(nb, "compaction_audit.run("))
+    run = kernel.stdout(kernel.cell_with(nb, "result = compaction_audit.run("))
     # 300 records over keys i % 40, a tombstone when i % 17 == 0
     assert "300 records, 40 distinct keys, 260 superseded, 18 tombstones" in run
     assert "customers-0: would be cleaned now (dirty ratio 1.00 > 0.5)" in run
-    made = kernel.cell_with(nb, "audit_figures(")
+    made = kernel.cell_with(nb, "figures = audit_figures(")
     assert kernel.value(made) == repr(CHARTS) and kernel.images(made) == []  # made, not drawn
     for chart in CHARTS:
         assert len(kernel.images(kernel.cell_with(nb, f'figures["{chart}"]'))) == 1
