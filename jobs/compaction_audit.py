@@ -52,7 +52,7 @@ from jobs.maintenance.common import (
     run_cli,
     run_units,
 )
-from jobs.maintenance.report import write_report
+from jobs.maintenance.report import newest_run, write_report
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
 from kafkalog_core.config import LogConfig
@@ -170,8 +170,11 @@ def run(
     now: str | int | None = None,
     tasks: int | None = None,
     out: Callable[[str], None] = print,
+    compact_report: str | None = None,
 ) -> MaintenanceResult:
-    """Audit every compacted partition (every partition with `all_topics`); read-only."""
+    """Audit every compacted partition (every partition with `all_topics`); read-only.
+    `compact_report`: the compact job's report table; the HTML page then shows its newest
+    run's before and after."""
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -218,7 +221,10 @@ def run(
     if html:
         from jobs.maintenance.audit_html import write_audit_html
 
-        write_audit_html(table, html, title=f"Compaction audit of {root}", summary=summary)
+        compacted = newest_run(compact_report) if compact_report else None
+        write_audit_html(
+            table, html, title=f"Compaction audit of {root}", summary=summary, compacted=compacted
+        )
         summary += f"\n  charts: {html}"
     out(summary)
     return MaintenanceResult(JOB, run_id, table, summary, 0, [], spark)
@@ -375,6 +381,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = maintenance_arg_parser(JOB, "Report what Kafka's log cleaner would do (read-only).")
     parser.add_argument("--all-topics", action="store_true", help="also audit non-compacted topics")
     parser.add_argument("--html", help="write the charts as one offline HTML file here")
+    parser.add_argument(
+        "--compact-report",
+        help="the compact job's report table: the HTML shows its newest run's before and after",
+    )
     return parser
 
 
@@ -382,7 +392,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure."""
 
     return run_cli(
-        JOB, argv, _parser(), run, lambda args: {"all_topics": args.all_topics, "html": args.html}
+        JOB,
+        argv,
+        _parser(),
+        run,
+        lambda args: {
+            "all_topics": args.all_topics,
+            "html": args.html,
+            "compact_report": args.compact_report,
+        },
     )
 
 

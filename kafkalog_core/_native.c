@@ -30,6 +30,9 @@
  *
  * Partitioner. murmur2_column hashes every key of a column the way the Java producer's
  * Utils.murmur2 does (kafkalog_core.partitioner has the numpy twin).
+ *
+ * Cleaner. md5_spans and the offset_map_* loops (in _native_keys.c) are the log cleaner's map
+ * of latest offsets per key (kafkalog_core.maintenance.offset_map has the Arrow twin).
  */
 #include "_native.h"
 
@@ -883,19 +886,24 @@ static PyMethodDef methods[] = {
     {"crc32c", crc32c_py, METH_O, crc32c_doc},
     {"max_length", max_length, METH_VARARGS, max_length_doc},
     {"murmur2_column", murmur2_column, METH_VARARGS, murmur2_column_doc},
+    {"md5_spans", md5_spans, METH_VARARGS, md5_spans_doc},
+    {"offset_map_put", offset_map_put, METH_VARARGS, offset_map_put_doc},
+    {"offset_map_get", offset_map_get, METH_VARARGS, offset_map_get_doc},
+    {"offset_map_move", offset_map_move, METH_VARARGS, offset_map_move_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "The core's per-record loops in C: the v2 encoder's and murmur2 (optional; each caller has "
-    "a numpy path).",
+    "The core's per-record loops in C: the v2 encoder's, murmur2 and the cleaner's key map "
+    "(optional; each caller has a numpy path).",
     -1,
     methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
     crc_init_tables();
+    md5_init_table();
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw_crc = __builtin_cpu_supports("sse4.2") != 0;

@@ -1,7 +1,8 @@
 /*
- * What the two source files of kafkalog_core._native share: the encoder's view of the records
- * (`_native.c`) and the fused compressed writer (`_native_compressed.c`), which writes each
- * batch's records with `write_records` and checksums it with `crc32c_one`.
+ * What the source files of kafkalog_core._native share: the encoder's view of the records
+ * (`_native.c`), the fused compressed writer (`_native_compressed.c`), which writes each
+ * batch's records with `write_records` and checksums it with `crc32c_one`, and the cleaner's
+ * key loops (`_native_keys.c`), which read their arrays with `get_array`.
  */
 #ifndef KAFKALOG_NATIVE_H
 #define KAFKALOG_NATIVE_H
@@ -72,5 +73,14 @@ uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, ui
 /* _native_compressed.c */
 extern const char write_compressed_batches_doc[];
 PyObject *write_compressed_batches(PyObject *self, PyObject *args);
+
+/* _native_keys.c: the log cleaner's key digests and offset map */
+void md5_init_table(void);
+extern const char md5_spans_doc[], offset_map_put_doc[], offset_map_get_doc[],
+    offset_map_move_doc[];
+PyObject *md5_spans(PyObject *self, PyObject *args);
+PyObject *offset_map_put(PyObject *self, PyObject *args);
+PyObject *offset_map_get(PyObject *self, PyObject *args);
+PyObject *offset_map_move(PyObject *self, PyObject *args);
 
 #endif

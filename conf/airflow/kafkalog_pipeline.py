@@ -1,5 +1,6 @@
-"""Airflow DAG: ingest -> changelog ingest -> retention (dry run, then --apply) -> verify indexes
--> compaction audit.
+"""Airflow DAG: ingest -> changelog ingest -> compact -> retention (dry run, then --apply) ->
+verify indexes -> compaction audit. compact cleans the compacted topics only and leaves the
+others alone.
 
 Copy (or symlink) this file into your DAGs folder; set KAFKALOG_HOME to the repo checkout if the
 file does not live in it. Every task is a SparkSubmitOperator running one kafkalog job with

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.spark.session import has_delta_extension
 
@@ -84,3 +85,17 @@ def read_report(path: str | os.PathLike[str]) -> pa.Table:
     from deltalake import DeltaTable
 
     return DeltaTable(str(path)).to_pyarrow_table()
+
+
+def newest_run(path: str | os.PathLike[str]) -> pa.Table | None:
+    """The rows of the newest run (latest `run_at`) of a report table; None when there is none."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    rows = read_report(path)
+    if rows.num_rows == 0:
+        return None
+    newest = pc.max(rows.column("run_at"))
+    run_id = rows.filter(pc.equal(rows.column("run_at"), newest)).column("run_id")[0]
+    return rows.filter(pc.equal(rows.column("run_id"), run_id))

@@ -64,6 +64,12 @@ def changelog_args(settings: PipelineSettings, run_id: str) -> list[str]:
     return ["--config", settings.changelog_config, "--output", settings.log_dir, "--run-id", rid]
 
 
+def compact_args(settings: PipelineSettings, run_id: str, now: str) -> list[str]:
+    """`compact --apply`: Kafka's log cleaner on the compacted topics (the others it leaves
+    alone), judged at `now`, so a retry decides what the first try decided."""
+    return [*_common(settings, "compact", job_run_id(run_id, "compact"), now), "--apply"]
+
+
 def retention_args(settings: PipelineSettings, run_id: str, now: str, *, apply: bool) -> list[str]:
     """`retention`: a dry run, or `--apply` (with `--assume-defaults` when the settings say so);
     each its own run id (its own report rows)."""
@@ -84,10 +90,13 @@ def verify_args(settings: PipelineSettings, run_id: str, now: str) -> list[str]:
 
 
 def audit_args(settings: PipelineSettings, run_id: str, now: str) -> list[str]:
-    """`compaction-audit`, with its offline HTML page next to the reports."""
+    """`compaction-audit`, with its offline HTML page next to the reports, showing the compact
+    task's before and after."""
     rid = job_run_id(run_id, "audit")
-    html = f"{settings.report_root.rstrip('/')}/compaction-audit-html/{rid}.html"
-    return [*_common(settings, "compaction-audit", rid, now), "--html", html]
+    root = settings.report_root.rstrip("/")
+    html = f"{root}/compaction-audit-html/{rid}.html"
+    args = [*_common(settings, "compaction-audit", rid, now), "--html", html]
+    return [*args, "--compact-report", f"{root}/compact"]
 
 
 def pipeline(
@@ -99,6 +108,7 @@ def pipeline(
         ingests["ingest_changelog"] = ("ingest.py", changelog_args(settings, run_id))
     return {
         **ingests,
+        "compact": ("compact.py", compact_args(settings, run_id, now)),
         "retention_dry_run": ("retention.py", retention_args(settings, run_id, now, apply=False)),
         "retention_apply": ("retention.py", retention_args(settings, run_id, now, apply=True)),
         "verify_indexes": ("rebuild_index.py", verify_args(settings, run_id, now)),

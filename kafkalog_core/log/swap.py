@@ -1,5 +1,6 @@
-"""Finishing or undoing an interrupted segment replacement, as a broker's load starts (§6 passes
-1-3, §8.8).
+"""Segment replacement (§8.8): Kafka's replaceSegments (`replace_segments`), and finishing or
+undoing an interrupted one, as a broker's load starts (§6 passes 1-3,
+`complete_interrupted_swaps`).
 
 A replacement (the cleaner's, or a split's) writes its new segments as `.cleaned`, renames them
 `.swap` in descending offset order, then replaces the old segments. A kill before the last
@@ -10,16 +11,27 @@ KRaft's `.checkpoint.deleted`) and our own unfinished atomic writes go too.
 
 The loader runs these passes first; a split runs them to complete its own swap, and the
 rebuild job to finish a split a kill interrupted.
+
+`replace_segments` does a replacement the way LocalLog.replaceSegments does, in an order a kill
+at any point leaves recoverable by the passes above:
+
+1. every new segment `.cleaned` -> `.swap`, highest base offset first (the commit point: once
+   no `.cleaned` is left, a load completes the swap instead of rolling it back);
+2. every old segment's files -> `.deleted`, lowest first;
+3. every new segment `.swap` -> its final name, lowest first, then the producer snapshots of
+   old segments no new one replaces -> `.deleted`, and the directory is fsynced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalog_core.errors import LogDirError
+from kafkalog_core.log.checkpoints import fsync_dir
 from kafkalog_core.log.names import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -27,7 +39,9 @@ from kafkalog_core.log.names import (
     KRAFT_CHECKPOINT_DELETED,
     LOG_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
+    log_file_name,
     parse_segment_file_name,
+    producer_snapshot_file_name,
     unfinished_write_of,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
@@ -111,3 +125,55 @@ def complete_interrupted_swaps(dir: Path) -> SwapOutcome:
         os.replace(p, target)
         outcome.swaps_completed.append(p.name)
     return outcome
+
+
+# a segment's files, in the order Kafka's LogSegment.changeFileSuffixes renames them
+SEGMENT_SUFFIXES = (LOG_FILE_SUFFIX, *INDEX_SUFFIXES)
+Hook = Callable[[str, Path], None]  # (step, path) before a file system change (tests crash here)
+
+
+def _no_hook(_step: str, _path: Path) -> None:
+    return None
+
+
+def rename_segment_files(
+    partition_dir: Path, base_offset: int, old_suffix: str, new_suffix: str, hook: Hook = _no_hook
+) -> None:
+    """Rename the segment's existing files from `old_suffix` to `new_suffix` (.log first)."""
+    stem = log_file_name(base_offset)[: -len(LOG_FILE_SUFFIX)]
+    for suffix in SEGMENT_SUFFIXES:
+        path = partition_dir / f"{stem}{suffix}{old_suffix}"
+        if path.exists():
+            hook("rename", path)
+            os.replace(path, partition_dir / f"{stem}{suffix}{new_suffix}")
+
+
+def replace_segments(
+    partition_dir: str | os.PathLike[str],
+    new_bases: Sequence[int],
+    old_bases: Iterable[int],
+    *,
+    hook: Hook = _no_hook,
+) -> None:
+    """Swap the `.cleaned` segments at `new_bases` in for the segments at `old_bases`.
+
+    Afterwards the old files are `.deleted` (the caller removes them, as a broker's delayed
+    delete would); the segments' `.cleaned` files must all be complete and durable.
+    """
+    pdir = Path(partition_dir)
+    new = sorted(new_bases)
+    for base in reversed(new):
+        rename_segment_files(pdir, base, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, hook)
+    fsync_dir(pdir)
+    replaced = set(new)
+    old = sorted(old_bases)
+    for base in old:
+        rename_segment_files(pdir, base, "", DELETED_FILE_SUFFIX, hook)
+    for base in new:
+        rename_segment_files(pdir, base, SWAP_FILE_SUFFIX, "", hook)
+    for base in old:  # UnifiedLog.deleteProducerSnapshots of the segments nothing replaces
+        snapshot = pdir / producer_snapshot_file_name(base)
+        if base not in replaced and snapshot.exists():
+            hook("rename", snapshot)
+            os.replace(snapshot, snapshot.with_name(snapshot.name + DELETED_FILE_SUFFIX))
+    fsync_dir(pdir)

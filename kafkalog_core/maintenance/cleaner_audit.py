@@ -28,12 +28,15 @@ from kafkalog_core.log.names import (
     log_file_name,
     segment_log_files,
 )
+from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.scan import TxnTracker
 from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_segment_facts
 from kafkalog_core.record.batch import (
+    MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
 )
+from kafkalog_core.record.control import ControlRecordType
 from kafkalog_core.record.decoder import RecordBatch
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "SegmentSummary",
     "TopicPartition",
     "bytes_freed",
+    "floor_segment",
     "freed_from_batches",
     "partition_cleaning_state",
     "scan_partition",
@@ -80,12 +84,19 @@ def segment_path(partition_dir: str | os.PathLike[str], base_offset: int) -> Pat
     return Path(partition_dir) / log_file_name(base_offset)
 
 
-def scan_partition(partition_dir: str | os.PathLike[str], *, verify: bool = False) -> PartitionScan:
+def scan_partition(
+    partition_dir: str | os.PathLike[str],
+    *,
+    verify: bool = False,
+    producers: ProducerStateManager | None = None,
+) -> PartitionScan:
     """Walk every batch header of a partition once (control batches: their one record too).
 
     Transactions are replayed with recovery's `TxnTracker`, so aborted transactions come out as
     the `.txnindex` entries a broker would rebuild, whether or not the index files exist.
     `verify` CRC-checks each batch (a corrupt batch raises CorruptRecordError naming the file).
+    `producers` is replayed too (the producer state a broker holds for the log: the cleaner
+    keeps each active producer's last batch).
     """
     tracker = TxnTracker.empty()
     aborted: list[AbortedTxn] = []
@@ -93,9 +104,13 @@ def scan_partition(partition_dir: str | os.PathLike[str], *, verify: bool = Fals
     def replay(view: memoryview, header: BatchHeader) -> None:
         if header.producer_id >= 0 or header.is_transactional:
             control = RecordBatch(view, header).control_record()
-            ended = tracker.on_batch(header, None if control is None else control.type)
+            kind = None if control is None else control.type
+            ended = tracker.on_batch(header, kind)
             if ended is not None:
                 aborted.append(ended)
+            if producers is not None and header.magic >= MAGIC_V2:
+                marker = kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
+                producers.update(header, kind if header.is_control and marker else None)
 
     segments = [
         read_segment_facts(path, verify=verify, strict=True, on_batch=replay)
@@ -171,7 +186,7 @@ class CleaningState:
         )
 
 
-def _floor_segment(segments: tuple[SegmentSummary, ...], offset: int) -> int:
+def floor_segment(segments: tuple[SegmentSummary, ...], offset: int) -> int:
     """Index of the segment holding `offset` (the last base <= offset; 0 below the first)."""
     bases = [s.base_offset for s in segments]
     return max(0, int(np.searchsorted(bases, offset, side="right")) - 1)
@@ -212,7 +227,7 @@ def partition_cleaning_state(
     # the first uncleanable dirty offset: LSO, active segment, min.compaction.lag.ms
     hw = log_end if high_watermark is None else max(log_start, min(high_watermark, log_end))
     lso = hw if scan.first_unstable_offset is None else min(hw, scan.first_unstable_offset)
-    dirty_from = _floor_segment(segments, first_dirty)
+    dirty_from = floor_segment(segments, first_dirty)
     # Kafka's nonActiveLogSegmentsFrom(firstDirty): from the segment holding it to the active one
     dirty_non_active = segments[dirty_from:-1] if first_dirty < active.base_offset else ()
     min_lag_offset = None
@@ -235,7 +250,7 @@ def partition_cleaning_state(
     if uncleanable_dirty >= active.base_offset:
         first_uncleanable = active.base_offset
     else:
-        first_uncleanable = segments[_floor_segment(segments, uncleanable_dirty)].base_offset
+        first_uncleanable = segments[floor_segment(segments, uncleanable_dirty)].base_offset
     clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
     end = max(first_dirty, first_uncleanable)
     cleanable_bytes = 0

@@ -46,6 +46,7 @@ class SegmentFacts:
     batches: int
     corrupt_at: int | None = None  # position where the header walk met a corrupt batch
     first_batch_timestamp: int = NO_TIMESTAMP  # getFirstBatchTimestamp: the first batch's max
+    valid_bytes: int | None = None  # where the last whole batch ends (< size: a partial tail)
 
     @property
     def largest_timestamp(self) -> int:
@@ -95,4 +96,5 @@ def read_segment_facts(
         batches=count,
         corrupt_at=corrupt_at,
         first_batch_timestamp=first_ts,
+        valid_bytes=position,
     )

@@ -15,6 +15,7 @@ CHARTS = ["Dirty ratio", "Duplicate keys", "Tombstone age"]
 def test_runs_the_audit_and_shows_its_figures() -> None:
     source = kernel.committed_source(NOTEBOOK)
     assert "compaction_audit.run(" in source and "audit_figures(" in source
+    assert "compact.run(" in source
 
 
 @pytest.mark.spark
@@ -22,13 +23,17 @@ def test_audits_the_demo_log_and_draws_each_chart_once(tmp_path: Path) -> None:
     nb = kernel.execute(NOTEBOOK, tmp_path)
     kernel.assert_shown_as_a_user_sees_it(nb)
 
-    run = kernel.stdout(kernel.cell_with(nb, "compaction_audit.run("))
+    run = kernel.stdout(kernel.cell_with(nb, "result = compaction_audit.run("))
     # 300 records over keys i % 40, a tombstone when i % 17 == 0
     assert "300 records, 40 distinct keys, 260 superseded, 18 tombstones" in run
     assert "customers-0: would be cleaned now (dirty ratio 1.00 > 0.5)" in run
-    made = kernel.cell_with(nb, "audit_figures(")
+    made = kernel.cell_with(nb, "figures = audit_figures(")
     assert kernel.value(made) == repr(CHARTS) and kernel.images(made) == []  # made, not drawn
     for chart in CHARTS:
         assert len(kernel.images(kernel.cell_with(nb, f'figures["{chart}"]'))) == 1
+    # then compacted (the demo dir: apply) and audited again, with compact's before and after
+    assert "cleaned 1 partitions" in kernel.stdout(kernel.cell_with(nb, "compact.run("))
+    after = kernel.cell_with(nb, '["Before and after compaction"]')
+    assert len(kernel.images(after)) == 1
     page = (tmp_path / "tmp" / "kafkalog-compaction-audit" / "audit.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count("data:image/png;base64,") == 4 and "Compact run compact-" in page

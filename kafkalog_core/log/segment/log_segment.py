@@ -278,7 +278,11 @@ class LogSegment(SegmentAppends, SegmentReads, SegmentRecovery):
         return self.log_path.stat().st_mtime_ns // 1_000_000
 
     def set_last_modified(self, ms: int) -> None:
-        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+        """Kafka's setLastModified: the .log, .index and .timeindex get mtime `ms`."""
+        self.flush()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if path.exists():
+                os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def _load_first_batch_timestamp(self) -> None:
         if self._rolling_based_timestamp is None and self._size > 0:

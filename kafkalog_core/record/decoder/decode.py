@@ -9,8 +9,9 @@ record and the problem: the group's signal is traced to the culprit batch, re-pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +43,7 @@ from kafkalog_core.record.schema import (
     VALUE_SIZE_FIELD,
 )
 
+T = TypeVar("T")
 _MAX_GROUP_BYTES = 1 << 30  # keeps every position of one vectorized pass inside int32 views
 
 _VALUE_SIZE_SCHEMA = RECORD_SCHEMA.set(RECORD_SCHEMA.get_field_index("value"), VALUE_SIZE_FIELD)
@@ -188,14 +190,38 @@ def decode_v2_group(
     view: memoryview, headers: list[BatchHeader], *, with_sizes: bool = False, values: bool = True
 ) -> pa.Table:
     """Decode the records of several v2 batches of `view` in one vectorized pass."""
+    return _locating(headers, lambda hs: _decode_v2_group_fast(view, hs, with_sizes, values))
+
+
+@dataclass(slots=True)
+class RecordSpans:
+    """Where every record of a group of v2 batches lies: `data` holds their records areas back to
+    back (the log bytes themselves when no batch is compressed, else the decompressed areas),
+    `fields` the positions of each record's fields in it, `counts` the records per batch."""
+
+    data: bytes | memoryview
+    arr: np.ndarray  # `data` as uint8
+    fields: Fields
+    counts: np.ndarray
+
+
+def record_spans(view: memoryview, headers: list[BatchHeader]) -> RecordSpans:
+    """The field positions of every record of consecutive v2 batches (one vectorized walk), for
+    callers that rewrite records rather than read them (the log cleaner). A malformed batch is a
+    CorruptRecordError naming it."""
+    return _locating(headers, lambda hs: _record_spans(view, hs))
+
+
+def _locating(headers: list[BatchHeader], walk: Callable[[list[BatchHeader]], T]) -> T:
+    """`walk(headers)`, with a Corrupt signal turned into a CorruptRecordError naming the batch."""
     try:
-        return _decode_v2_group_fast(view, headers, with_sizes, values)
+        return walk(headers)
     except Corrupt as signal:
         if len(headers) == 1:
             raise _located(headers[0], signal) from None
         for header in headers:  # find the culprit batch and name it
             try:
-                _decode_v2_group_fast(view, [header])
+                walk([header])
             except Corrupt as inner:
                 raise _located(header, inner) from None
         raise CorruptRecordError(f"{_where(headers[0])} and following: {signal.problem}") from None
@@ -206,9 +232,7 @@ def _located(h: BatchHeader, signal: Corrupt) -> CorruptRecordError:
     return CorruptRecordError(f"{_where(h)}, record {signal.record}{compressed}: {signal.problem}")
 
 
-def _decode_v2_group_fast(
-    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False, values: bool = True
-) -> pa.Table:
+def _record_spans(view: memoryview, headers: list[BatchHeader]) -> RecordSpans:
     for h in headers:
         check_v2_bounds(view, h)
     all_plain = all(h.attributes & 0x07 == 0 for h in headers)
@@ -238,6 +262,15 @@ def _decode_v2_group_fast(
         ]
         starts = starts_list[0] if len(starts_list) == 1 else np.concatenate(starts_list)
         fields = walk_fields(arr, buffer, starts, arr.shape[0])
+    return RecordSpans(data, arr, fields, counts)
+
+
+def _decode_v2_group_fast(
+    view: memoryview, headers: list[BatchHeader], with_sizes: bool = False, values: bool = True
+) -> pa.Table:
+    spans = _record_spans(view, headers)
+    arr, fields, counts = spans.arr, spans.fields, spans.counts
+    buffer = pa.py_buffer(spans.data)
     parsed = _columns(arr, buffer, fields, arr.shape[0], values)
     starts = fields.start
 

@@ -1,6 +1,6 @@
 """conf/airflow/kafkalog_pipeline.py runs end to end under Airflow (`airflow dags test`) against
-local Spark: ingest -> changelog ingest (a Delta table's change data feed) -> retention dry run
--> --apply -> verify -> compaction audit.
+local Spark: ingest -> changelog ingest (a Delta table's change data feed) -> compact ->
+retention dry run -> --apply -> verify -> compaction audit.
 
 Airflow lives in its own cached venv (.venv-airflow, conf/venv.sh), never in kafkalog's. The
 tasks are real SparkSubmitOperators calling the venv's spark-submit on the repo's jobs.
@@ -141,17 +141,29 @@ def test_the_dag_runs_every_job(airflow_python: Path, tmp_path: Path) -> None:
     assert [k for k, v in sorted(latest.items()) if v is None] == [b"7", b"8", b"9"]
     assert latest[b"0"] == b'{"id":0,"name":"new"}'
     jobs = {}
-    for job in ("retention", "rebuild-index", "compaction-audit"):
+    for job in ("compact", "retention", "rebuild-index", "compaction-audit"):
         table = read_report(reports / job)
         jobs[job] = set(table.column("run_id").to_pylist())
     retention_ids = jobs["retention"]
     assert len(retention_ids) == 2 and all(r.startswith("manual__") for r in retention_ids)
     assert {r.rsplit("-retention-", 1)[1] for r in retention_ids} == {"dry-run", "apply"}
+    compacted = read_report(reports / "compact").to_pylist()
+    assert {(r["topic"], r["partition"]): r["status"] for r in compacted} == {
+        ("customers", 0): "cleaned",
+        ("customers", 1): "cleaned",
+        ("customer-changes", 0): "not cleaned",  # one segment, the active one: nothing to clean
+    }
     audit = read_report(reports / "compaction-audit").to_pylist()
     customers = [r for r in audit if r["topic"] == "customers"]
     assert sum(r["distinct_keys"] for r in customers) == 30
-    assert sum(r["records"] for r in customers) == n
+    # the audit saw the compacted log: what compact kept of its rounds, and the records beyond
+    kept, read = (
+        sum(r[c] for r in compacted if r["topic"] == "customers")
+        for c in ("records_kept", "records_read")
+    )
+    assert kept < read and sum(r["records"] for r in customers) == kept + n - read
     (changed,) = [r for r in audit if r["topic"] == "customer-changes"]
     assert (changed["records"], changed["distinct_keys"], changed["tombstones"]) == (15, 10, 3)
     (html,) = (reports / "compaction-audit-html").iterdir()
-    assert html.read_text().count("data:image/png;base64,") == 3
+    page = html.read_text()  # the three charts and compact's before/after
+    assert page.count("data:image/png;base64,") == 4 and "Compact run manual__" in page

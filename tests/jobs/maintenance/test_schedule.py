@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jobs.compact as compact_job
 import jobs.compaction_audit as audit_job
 import jobs.rebuild_index as index_job
 import jobs.retention as retention_job
@@ -20,6 +21,7 @@ NOW = "2024-05-02T00:00:00+00:00"
 
 PARSERS = {
     "ingest.py": build_arg_parser("ingest"),
+    "compact.py": compact_job._parser(),
     "retention.py": retention_job._parser(),
     "rebuild_index.py": index_job._parser(),
     "compaction_audit.py": audit_job._parser(),
@@ -30,6 +32,7 @@ def test_pipeline_order_and_every_job_parses_its_arguments() -> None:
     tasks = pipeline(SETTINGS, RUN, NOW)
     assert list(tasks) == [
         "ingest",
+        "compact",
         "retention_dry_run",
         "retention_apply",
         "verify_indexes",
@@ -54,6 +57,7 @@ def test_run_ids_are_stable_per_step_and_distinct_between_steps() -> None:
 
 def test_dry_run_then_apply() -> None:
     tasks = pipeline(SETTINGS, RUN, NOW)
+    assert compact_job._parser().parse_args(list(tasks["compact"][1])).apply
     assert not retention_job._parser().parse_args(list(tasks["retention_dry_run"][1])).apply
     applied = retention_job._parser().parse_args(list(tasks["retention_apply"][1]))
     assert applied.apply and not applied.assume_defaults
@@ -65,6 +69,8 @@ def test_dry_run_then_apply() -> None:
     assert verify.mode == "verify" and not verify.all
     audit = audit_job._parser().parse_args(list(tasks["compaction_audit"][1]))
     assert audit.html.endswith(f"{RUN}-audit.html")
+    compact = compact_job._parser().parse_args(list(tasks["compact"][1]))
+    assert audit.compact_report == compact.report  # the page shows that run's before/after
 
 
 def test_a_changelog_task_after_ingest_continues_from_the_history() -> None:
@@ -72,7 +78,7 @@ def test_a_changelog_task_after_ingest_continues_from_the_history() -> None:
         "conf/x.yaml", "/data/logs", "/data/reports", changelog_config="conf/changes.yaml"
     )
     tasks = pipeline(settings, RUN, NOW, interval=("2024-05-01", "2024-05-02"))
-    assert list(tasks)[:3] == ["ingest", "ingest_changelog", "retention_dry_run"]
+    assert list(tasks)[:3] == ["ingest", "ingest_changelog", "compact"]
     job_file, args = tasks["ingest_changelog"]
     parsed = build_arg_parser("ingest").parse_args(list(args))
     assert job_file == "ingest.py" and parsed.config == "conf/changes.yaml"
