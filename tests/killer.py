@@ -21,12 +21,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # not imported by the armed processes of a Spark run
+    import pytest
 
 # the steps whose order makes a job kill-safe: renames, deletes and truncations
 STEPS = ("replace", "rename", "ftruncate", "truncate", "unlink")
@@ -198,18 +198,19 @@ def arm_from_environment() -> None:
 
 
 def killed_program(
-    argv: Sequence[str],
+    command: Sequence[str],
     *,
     log: Path,
     under: Path,
     after: int | None = None,
     at: str | None = None,
-    timeout: float = 900,
+    timeout: float = 1800,
 ) -> subprocess.CompletedProcess:
-    """Run the Python program `argv` (e.g. a Spark driver) as a session of its own, every Python
-    process of it armed (its driver, the JVM's Python workers: `KILL_SITE` on PYTHONPATH) with
-    one shared `log`; the kill takes the whole session (the driver, its JVM) and the killing
-    process's group (Spark's worker daemon and its workers). Its return code is -9 when killed."""
+    """Run `command` (a Spark driver: a Python program, ./spark-submit.sh JOB ...) as a session
+    of its own, every Python process of it armed with one shared `log` (the driver, the JVM's
+    Python workers: `KILL_SITE` on PYTHONPATH); the kill takes the whole session (the driver,
+    its JVM) and the killing process's group (Spark's worker daemon and its workers). Its
+    return code is -9 when killed."""
     env = {**os.environ, ENV_LOG: str(log), ENV_UNDER: str(Path(under).resolve()), ENV_GROUP: "1"}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(KILL_SITE), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -219,13 +220,36 @@ def killed_program(
         if value is not None:
             env[name] = str(value)
     return subprocess.run(
-        [sys.executable, *argv],
+        list(command),
         cwd=REPO,
         env=env,
         capture_output=True,
         timeout=timeout,
         start_new_session=True,
     )
+
+
+def snapshot(root: Path, skip: str | None = None) -> dict[str, bytes]:
+    """What a rerun must reproduce: every file of the log dir `root` and of its meta area (name
+    relative to their parent -> bytes), but those whose name the regular expression `skip`
+    finds."""
+    from jobs.ingestion.run.meta import meta_root
+
+    files = {}
+    for base in (root, meta_root(root)):
+        for p in sorted(base.rglob("*")) if base.exists() else []:
+            name = str(p.relative_to(root.parent))
+            if p.is_file() and not (skip and re.search(skip, name)):
+                files[name] = p.read_bytes()
+    return files
+
+
+def differences(got: dict[str, bytes], want: dict[str, bytes]) -> list[str]:
+    """The files missing, extra or different in `got` (a `snapshot`), one line each."""
+    missing = [f"missing {n}" for n in sorted(set(want) - set(got))]
+    extra = [f"extra {n}" for n in sorted(set(got) - set(want))]
+    changed = [f"differs {n}" for n in sorted(set(got) & set(want)) if got[n] != want[n]]
+    return missing + extra + changed
 
 
 def read_steps(log: Path) -> list[str]:

@@ -17,14 +17,14 @@ import pytest
 
 from jobs.ingestion.run.history import IngestHistory
 from jobs.ingestion.run.lock import RunLock
-from jobs.ingestion.run.meta import meta_root
 from jobs.ingestion.staging.task_staging import journal_path, staging_root
+from tests import killer
 from tests.datasource import write_driver
-from tests.killer import killed_program, read_steps
+from tests.killer import differences, killed_program, read_steps
 
 pytestmark = pytest.mark.spark
 
-HISTORY = "ingest-history"  # Delta files named by uuid: compared by their rows, not their bytes
+HISTORY = r"/ingest-history/"  # Delta files named by uuid: compared by rows, not bytes
 KILLS = {
     # task 0 and 1 have staged their shares, task 2 has not begun
     "a task": r"^mkdir .*/staging/w1/task-2$",
@@ -36,14 +36,7 @@ KILLS = {
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """The log dir's files and its meta area's (but the history): relative name -> bytes."""
-    files = {}
-    for base in (root, meta_root(root)):
-        for p in sorted(base.rglob("*")):
-            name = str(p.relative_to(root.parent))
-            if p.is_file() and f"/{HISTORY}/" not in name:
-                files[name] = p.read_bytes()
-    return files
+    return killer.snapshot(root, skip=HISTORY)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +60,7 @@ def test_a_write_killed_in_the_middle_then_rerun_gives_one_writes_files(
     logs = work / "logs"
     log = tmp_path / "steps"
     killed = killed_program(
-        ["-m", "tests.datasource.write_driver", str(logs), "w1"],
+        write_driver.command(logs, "w1"),
         log=log,
         under=work,
         at=KILLS[where],
@@ -79,9 +72,7 @@ def test_a_write_killed_in_the_middle_then_rerun_gives_one_writes_files(
 
     write_driver.write(spark, str(logs), "w1")  # the same write again, in another driver
 
-    got = snapshot(logs)
-    assert sorted(got) == sorted(want)
-    assert [name for name in want if got[name] != want[name]] == []
+    assert differences(snapshot(logs), want) == []
     assert not journal_path(logs).exists() and not staging_root(logs, "w1").exists()
     runs = IngestHistory(logs).read().to_pylist()
     assert sorted(r["run_id"] for r in runs if r["status"] == "committed") == ["w0", "w1"]

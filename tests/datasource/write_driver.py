@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 ROWS = 600
 PARTITIONS = 2  # of the topic
@@ -46,6 +47,11 @@ def write(spark, root: str, run_id: str, first: int = 0) -> None:
     for name, value in OPTIONS.items():
         writer = writer.option(name, value)
     writer.save(root)
+
+
+def command(root: Path, run_id: str) -> list[str]:
+    """The command line of this driver writing run `run_id` into `root`."""
+    return [sys.executable, "-m", "tests.datasource.write_driver", str(root), run_id]
 
 
 def main(argv: list[str]) -> None:
