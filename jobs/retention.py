@@ -172,8 +172,11 @@ def _segment_rows(
     victims = [d.base_offset for d in decisions if d.delete]
     kept = [d.base_offset for d in decisions if not d.delete]
     new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0])
-    if options.apply and victims:
-        mark_segments_deleted(pdir, victims)
+    if options.apply:
+        if victims:
+            mark_segments_deleted(pdir, victims)
+        # Also with no victim left: a run killed after its renames deleted the segments but
+        # kept their epochs (a broker's load truncates them from the log start, too).
         truncate_leader_epochs_from_start(pdir, new_lso)
     rows = [
         _row(
