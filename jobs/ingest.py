@@ -227,7 +227,7 @@ def _arrow_read_plan(
             partitions_why=found.partitions_why,
             max_split_bytes=_max_split_bytes(spark),
             splits=lambda: spark_tasks(source.df, files),
-            encodings=structured_values(source.df, config),
+            encodings=structured_values(source.df, config) if source is not None else None,
         )
     packed = ""
     if isinstance(plan, ArrowReadPlan) and plan.packed:

@@ -311,7 +311,10 @@ def test_plan_says_why_a_run_does_not_qualify(tmp_path):
     assert plan is not None and why == ""
     cases = {
         "mapping.key is an expression": (_config(tmp_path, key={"expr": "upper(user)"}), [good]),
-        "format json": (_config(tmp_path, value={"column": "user", "format": "json"}), [good]),
+        "mapping.value is format json": (
+            _config(tmp_path, value={"column": "user", "format": "json"}),
+            [good],
+        ),
         "pyarrow cannot open foo://bucket": (_config(tmp_path), ["foo://bucket/a.parquet"]),
     }
     ntz = _write(

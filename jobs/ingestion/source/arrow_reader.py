@@ -219,12 +219,14 @@ def _timestamp_plan(fm: FieldMapping, dtype: pa.DataType) -> tuple[str, tuple[in
     return None
 
 
-def _encoded_why(encoding: StructuredValue | None, fm: FieldMapping | None, setting: str) -> str:
+def _encoded_why(
+    encoding: StructuredValue | None, fm: FieldMapping | None, setting: str, json_options: object
+) -> str:
     """Why the tasks cannot build this key/value ("" if they can or it is a plain column)."""
     if fm is None or fm.format in (None, "bytes", "string"):
         return ""
-    if encoding is None:
-        if fm.format == "json" and fm.expr is None:
+    if encoding is None:  # no structured format resolved for it (or none asked for)
+        if fm.format == "json" and json_options:
             return f"{setting} is format json with mapping.json_options (Spark's to_json)"
         return f"{setting} is format {fm.format}"
     if encoding.columns is None and encoding.column is None:
@@ -350,8 +352,8 @@ def plan_arrow_read(
     key, why = (None, "") if key_encoding else _plain_column(m.key, "mapping.key")
     value, why_value = (None, "") if value_encoding else _plain_column(m.value, "mapping.value")
     timestamp, why_ts = _plain_column(m.timestamp, "mapping.timestamp")
-    why_encoded = _encoded_why(key_encoding, m.key, "mapping.key") or _encoded_why(
-        value_encoding, m.value, "mapping.value"
+    why_encoded = _encoded_why(key_encoding, m.key, "mapping.key", m.json_options) or (
+        _encoded_why(value_encoding, m.value, "mapping.value", m.json_options)
     )
     for reason in (why, why_value, why_ts, why_encoded):
         if reason:
