@@ -171,13 +171,16 @@ def arm(
 
     fsync is no step, and is skipped unless `sync`: it guards against a power loss, and a killed
     process loses nothing the kernel holds (its page cache outlives it), so a kill before an
-    fsync leaves what a kill before the next step leaves."""
+    fsync leaves what a kill before the next step leaves. `os.cpu_count()` is 1, as on one core:
+    a pool sized by it (the data source commit's relayout) runs one thread, so the steps come in
+    the same order in every run."""
     armed = _Armed(log, after, at, Path(under).resolve(), group, sync)
     for name in FS_STEPS:
         if name != "open":
             setattr(os, name, _wrap(name, _real[name], armed.before))
     os.open = armed.os_open_step
     os.fsync = armed.fsync
+    os.cpu_count = lambda: 1
     builtins.open = io.open = armed.open_step
 
 
