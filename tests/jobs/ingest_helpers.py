@@ -151,6 +151,29 @@ def config_doc(
     }
 
 
+# one topic of 3 partitions, 1 MiB segments: the topic of the source-order tests
+SOURCE_ORDER_PARTITIONS = {"events": 3}
+SOURCE_ORDER_TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
+
+
+def source_order_doc(
+    source: str | dict | Path,
+    root: Path,
+    task_reader: str = "auto",
+    *,
+    headers: bool = True,
+    **kw: Any,
+) -> dict:
+    """A config document whose records keep their source order (`ordering: source`), read by
+    `task_reader`; `headers=False` drops the header column the arrow reader cannot take."""
+    kw.setdefault("topics", SOURCE_ORDER_TOPICS)
+    doc = config_doc(source, root, ordering="source", **kw)
+    if not headers:
+        del doc["mapping"]["headers"]
+    doc["source"]["task_reader"] = task_reader
+    return doc
+
+
 def expected_records(
     rows: list[dict[str, Any]], partitions: dict[str, int], leo=None, *, in_order: bool = False
 ) -> list[tuple]:

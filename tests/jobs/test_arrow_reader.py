@@ -22,27 +22,23 @@ from jobs.ingestion.source.pieces import FilePiece
 from kafkalog_core import native
 from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
 from tests.jobs.ingest_helpers import (
+    SOURCE_ORDER_PARTITIONS,
     SOURCE_SCHEMA,
-    config_doc,
     expected_records,
     read_root,
     snapshot,
+    source_order_doc,
     source_rows,
     spark_read_order,
     staging_leftovers,
     write_parquet,
 )
 
-PARTITIONS = {"events": 3}
-TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
 N = 600
 
 
 def _doc(source, root: Path, reader: str = "auto", **kw) -> dict:
-    doc = config_doc(source, root, topics=kw.pop("topics", TOPICS), ordering="source", **kw)
-    del doc["mapping"]["headers"]
-    doc["source"]["task_reader"] = reader
-    return doc
+    return source_order_doc(source, root, reader, headers=False, **kw)
 
 
 def _run(spark, doc: dict, run_id: str = "r1", **kw):
@@ -77,7 +73,7 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     assert arrow.records == plain.records == N
     in_spark_order, _ = spark_read_order(spark, source["path"], source["rows"])
     assert in_spark_order != source["rows"]  # the splits are not in path order
-    expected = _no_headers(expected_records(in_spark_order, PARTITIONS, in_order=True))
+    expected = _no_headers(expected_records(in_spark_order, SOURCE_ORDER_PARTITIONS, in_order=True))
     assert read_root(tmp_path / "a" / "logs") == expected
     assert snapshot(tmp_path / "a" / "logs") == snapshot(tmp_path / "s" / "logs")
     # many tasks (2000-byte splits) wrote shares of every partition; laid out as one writer,
@@ -261,7 +257,7 @@ def test_killed_task_leaves_nothing_and_the_rerun_publishes(spark, source, tmp_p
     assert staging_leftovers(root) == []
     in_spark_order, _ = spark_read_order(spark, source["path"], source["rows"])
     assert read_root(root) == _no_headers(
-        expected_records(in_spark_order, PARTITIONS, in_order=True)
+        expected_records(in_spark_order, SOURCE_ORDER_PARTITIONS, in_order=True)
     )
 
 
@@ -273,8 +269,7 @@ def test_task_reader_arrow_says_why_it_cannot(spark, source, tmp_path):
         ConfigError, match=r"cannot read this run: ordering\[0\]='lower\(user\)' is not"
     ):
         _run(spark, doc)
-    doc = config_doc(source["path"], tmp_path / "logs", topics=TOPICS, ordering="source")
-    doc["source"]["task_reader"] = "arrow"
+    doc = source_order_doc(source["path"], tmp_path / "logs", "arrow")
     doc["mapping"]["headers"]["values"] = {"src": "upper(user)"}
     with pytest.raises(
         ConfigError, match="cannot read this run: mapping.headers.values.src is an expression"

@@ -22,26 +22,22 @@ from jobs.ingestion.source.table_files import SourceFiles
 from kafkalog_core.errors import ConfigError
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
-    config_doc,
     expected_records,
     read_root,
     snapshot,
+    source_order_doc,
     source_rows,
     spark_read_order,
     write_parquet,
 )
 from tests.jobs.remote_fs import SCHEME, StoreResolver
 
-TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
 N = 300
 NOW = 1_714_521_600_123
 
 
-def _doc(source, root: Path, reader: str = "auto") -> dict:
-    doc = config_doc(source, root, topics=TOPICS, ordering="source")
-    del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
-    doc["source"]["task_reader"] = reader
-    return doc
+def _doc(source, root: Path) -> dict:
+    return source_order_doc(source, root, headers=False)  # the arrow reader takes plain columns
 
 
 def _run(spark, doc: dict):

@@ -12,18 +12,17 @@ from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.history import IngestHistory
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from tests.jobs.ingest_helpers import (
-    config_doc,
+    SOURCE_ORDER_PARTITIONS,
     expected_records,
     read_root,
     segment_files,
     snapshot,
+    source_order_doc,
     spark_read_order,
     staging_leftovers,
     two_sources,
 )
 
-PARTITIONS = {"events": 3}
-TOPICS = {"events": {"partitions": 3, "config": {"segment.bytes": 1 << 20}}}
 FILES = 3
 N_A, N_B = 600, 300
 
@@ -31,9 +30,8 @@ N_A, N_B = 600, 300
 def _config(
     path: Path, root: Path, mode: str = "auto", task_reader: str = "auto", **kw
 ) -> IngestConfig:
-    doc = config_doc(path, root, topics=TOPICS, ordering="source", **kw)
+    doc = source_order_doc(path, root, task_reader, **kw)
     doc["output"]["write_mode"] = mode
-    doc["source"]["task_reader"] = task_reader
     return IngestConfig.from_dict(doc)
 
 
@@ -58,7 +56,7 @@ def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources,
         assert result.write_mode == ("range" if mode == "range" else "direct")
     ordered, starts = spark_read_order(spark, sources["path_a"], sources["a"])
     assert any(starts.values())  # several splits hold rows of one partition
-    expected = expected_records(ordered, PARTITIONS, in_order=True)
+    expected = expected_records(ordered, SOURCE_ORDER_PARTITIONS, in_order=True)
     assert read_root(roots["direct"]) == expected
     assert read_root(roots["range"]) == expected
     assert read_root(roots["auto"]) == expected
@@ -98,9 +96,9 @@ def test_direct_incremental_run_killed_then_rerun(spark, sources, tmp_path):
     assert result.status == "committed" and result.records == N_B
     order_a, _ = spark_read_order(spark, sources["path_a"], sources["a"])
     order_b, _ = spark_read_order(spark, sources["path_b"], sources["b"])
-    first = expected_records(order_a, PARTITIONS, in_order=True)
+    first = expected_records(order_a, SOURCE_ORDER_PARTITIONS, in_order=True)
     leo_a = {(t, p): o + 1 for t, p, o, *_ in first}
-    both = first + expected_records(order_b, PARTITIONS, leo=leo_a, in_order=True)
+    both = first + expected_records(order_b, SOURCE_ORDER_PARTITIONS, leo=leo_a, in_order=True)
     assert read_root(root) == sorted(both, key=lambda r: (r[0], r[1], r[2]))
     assert staging_leftovers(root) == []
     grown = [p for p, old_bytes in before_files.items() if p.read_bytes() != old_bytes]
@@ -112,7 +110,7 @@ def test_direct_incremental_run_killed_then_rerun(spark, sources, tmp_path):
 
 
 def _plain_config(tmp_path: Path, mode: str = "auto", **doc_changes) -> IngestConfig:
-    doc = config_doc(tmp_path / "src", tmp_path / "logs", topics=TOPICS, ordering="source")
+    doc = source_order_doc(tmp_path / "src", tmp_path / "logs")
     doc["output"]["write_mode"] = mode
     doc.update(doc_changes)
     return IngestConfig.from_dict(doc)
