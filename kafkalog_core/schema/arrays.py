@@ -18,6 +18,7 @@ __all__ = [
     "Level",
     "fixed_binary",
     "join",
+    "null_rows",
     "offsets_of",
     "plain_array",
     "raw_values",
@@ -34,6 +35,16 @@ def plain_array(values: pa.Array | pa.ChunkedArray, plain: pa.DataType) -> pa.Ar
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     return values if values.type == plain else values.cast(plain)
+
+
+def null_rows(values: pa.Array | pa.ChunkedArray, rows: list[int]) -> pa.Array:
+    """`values` with the given top-level rows null: rows left out of an encoding, so nothing
+    under them is read."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    mask = np.zeros(len(values), dtype=bool)
+    mask[rows] = True
+    return pc.if_else(pa.array(mask), pa.scalar(None, values.type), values)
 
 
 @dataclass

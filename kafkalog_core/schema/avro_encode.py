@@ -1,5 +1,5 @@
-"""Avro binary values (no framing) of Arrow rows: `encode_avro`, and `avro_misfits` for the
-rows that do not fit the schema.
+"""Avro binary values (no framing) of Arrow rows: `encode_avro`, `encode_avro_rows` (the rows
+that do not fit the schema left out and listed) and `avro_misfits` (those rows alone).
 
 Both encoders walk one tree of `Slot`s (a bound Avro node, the array it reads, and values made
 ready for writing: timestamps in the schema's unit, enum symbols as indexes). With the C module
@@ -23,7 +23,7 @@ from kafkalog_core.schema import arrays
 from kafkalog_core.schema.arrays import Level
 from kafkalog_core.schema.avro_bind import _PER_SECOND, AvroNode, bind_avro, plain_type
 
-__all__ = ["avro_misfits", "encode_avro"]
+__all__ = ["avro_misfits", "encode_avro", "encode_avro_rows"]
 
 # node kinds of _native_schema.c
 K_CONST, K_BOOL, K_INT, K_FLOAT, K_BYTES, K_FIXED, K_DECIMAL, K_RECORD, K_ARRAY, K_MAP = range(10)
@@ -170,11 +170,25 @@ def encode_avro(values: pa.Array | pa.ChunkedArray, schema: dict) -> pa.Array:
         row, why = misfits[0]
         more = f" ({len(misfits) - 1} more rows do not fit)" if len(misfits) > 1 else ""
         raise SchemaError(f"row {row}: {why}{more}")
+    return _encoded(top)
+
+
+def encode_avro_rows(
+    values: pa.Array | pa.ChunkedArray, schema: dict
+) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """`encode_avro` that sets aside the rows that do not fit instead of refusing them all:
+    (the bytes, with those rows null; each such row and the first reason, naming the field)."""
+    top, misfits = _bound(values, schema)
+    if misfits:  # bound again with those rows null: nothing under them is read or written
+        top, _ = _bound(arrays.null_rows(values, [row for row, _ in misfits]), schema)
+    return _encoded(top), misfits
+
+
+def _encoded(top: Slot) -> pa.Array:
     array = top.level.array
     if native.schema_module is not None:
         return _finish(*_encode_native(top), array)
-    encoded = _encode_arrow(top)
-    return _finish_arrow(encoded, array)
+    return _finish_arrow(_encode_arrow(top), array)
 
 
 # -- the C path --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from kafkalog_core.errors import SchemaError
+from kafkalog_core.schema.arrays import null_rows
 
 __all__ = ["Encoding"]
 
@@ -26,7 +27,21 @@ class Encoding:
     zone: str | None = None  # JSON: timestamps written in this zone (Spark's session zone)
 
     def encode(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """Each row's bytes (null rows stay null: tombstones); SchemaError names the row."""
+        """Each row's bytes (null rows stay null: tombstones); a row that does not fit the
+        schema is a SchemaError naming the row and the field."""
+        encoded, misfits = self.encode_rows(values)
+        if misfits:
+            row, why = misfits[0]
+            more = f" ({len(misfits) - 1} more rows do not fit)" if len(misfits) > 1 else ""
+            raise SchemaError(f"{self.field}: row {row}: {why}{more}")
+        return encoded
+
+    def encode_rows(
+        self, values: pa.Array | pa.ChunkedArray
+    ) -> tuple[pa.Array, list[tuple[int, str]]]:
+        """(each row's bytes, the rows that do not fit the schema: (row index, why, naming the
+        field)); such a row is null in the bytes, never half written. Columns whose types the
+        schema refuses are a SchemaError (no row would fit)."""
         from kafkalog_core.schema.confluent import frame_confluent
 
         if isinstance(values, pa.ChunkedArray):
@@ -34,25 +49,27 @@ class Encoding:
         indexes = None
         try:
             if self.format == "avro":
-                from kafkalog_core.schema.avro_encode import encode_avro
+                from kafkalog_core.schema.avro_encode import encode_avro_rows
 
-                payloads = encode_avro(values, self.schema)
+                payloads, misfits = encode_avro_rows(values, self.schema)
             elif self.format == "protobuf":
-                payloads = self.schema.encode(values, where=self.field)
+                payloads, misfits = self.schema.encode_rows(values, where=self.field)
                 indexes = self.schema.message_indexes
             else:
                 from kafkalog_core.schema.json_encode import encode_json
 
-                payloads = encode_json(values, self.zone)
+                payloads, misfits = encode_json(values, self.zone), []
                 if self.format == "json_schema":
-                    from kafkalog_core.schema.json_schema import check_json_rows
+                    from kafkalog_core.schema.json_schema import json_misfits
 
-                    check_json_rows(values, payloads, self.schema, self.field)
+                    misfits = json_misfits(values, payloads, self.schema, self.field)
+                    if misfits:
+                        payloads = null_rows(payloads, [row for row, _ in misfits])
         except SchemaError as e:
             message = str(e)
             raise SchemaError(
                 message if message.startswith(self.field) else f"{self.field}: {message}"
             ) from None
-        if self.schema_id is None:
-            return payloads
-        return frame_confluent(payloads, self.schema_id, indexes)
+        if self.schema_id is not None:
+            payloads = frame_confluent(payloads, self.schema_id, indexes)
+        return payloads, misfits

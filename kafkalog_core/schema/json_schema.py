@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ __all__ = [
     "arrow_type_for_json_schema",
     "check_json_rows",
     "decode_json_values",
+    "json_misfits",
     "json_schema_for",
     "parse_json_schema",
 ]
@@ -257,8 +258,12 @@ _LEAF_KEYWORDS = {
 }
 
 
-def _leaf_violations(column: pa.Array, body: Mapping[str, Any]) -> tuple[pa.Array, str] | None:
-    """(rows where the column breaks one of the body's bounds, the rule), or None."""
+# rows that break a rule: (which rows, where below the value, why for one of them)
+_Broken = tuple[np.ndarray, str, Callable[[int], str]]
+
+
+def _leaf_violations(column: pa.Array, body: Mapping[str, Any]) -> list[tuple[np.ndarray, str]]:
+    """(rows where the column breaks a bound, the rule) for each of the body's bounds broken."""
     numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
     if pa.types.is_decimal(column.type):  # JSON numbers are read as doubles by validators
         column, numeric = column.cast(pa.float64()), True
@@ -292,17 +297,20 @@ def _leaf_violations(column: pa.Array, body: Mapping[str, Any]) -> tuple[pa.Arra
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             inside = pa.array(np.zeros(len(column), bool))  # no member of the column's type
         rules.append((pc.invert(inside), f"is not one of {allowed}"))
+    found = []
     for broken, why in rules:
         broken = pc.and_(broken, pc.is_valid(column)).fill_null(False)
         if pc.any(broken).as_py():
-            return broken, why
-    return None
+            found.append((broken.to_numpy(zero_copy_only=False), why))
+    return found
 
 
-def _check_leaves(values: pa.Array, schema: Any, where: str, validator: Any) -> bool:
-    """The vectorized bounds of every property reached through objects: SchemaError naming the
-    first row and the field that breaks one. False when a bound sits on a column these checks
-    do not compare (a timestamp, a date, binary: their JSON is text): the validator's then."""
+def _check_leaves(
+    values: pa.Array, schema: Any, path: str, validator: Any, broken: list[_Broken]
+) -> bool:
+    """The vectorized bounds of every property reached through objects: each bound a row
+    breaks goes to `broken`. False when a bound sits on a column these checks do not compare
+    (a timestamp, a date, binary: their JSON is text): the validator's then."""
     if not isinstance(schema, Mapping) or not pa.types.is_struct(values.type):
         return True
     body, _ = _without_null(schema)
@@ -311,9 +319,9 @@ def _check_leaves(values: pa.Array, schema: Any, where: str, validator: Any) -> 
         if values.type.get_field_index(name) < 0 or not isinstance(sub, Mapping):
             continue
         column = pc.struct_field(values, name)  # null where the row or a parent is null
-        here = f"{where}.{name}"
+        here = f"{path}.{name}"
         if pa.types.is_struct(column.type):
-            handled &= _check_leaves(column, sub, here, validator)
+            handled &= _check_leaves(column, sub, here, validator, broken)
             continue
         leaf = _without_null(sub)[0]
         others = set(leaf) - _STRUCTURAL - _LEAF_KEYWORDS
@@ -321,28 +329,31 @@ def _check_leaves(values: pa.Array, schema: Any, where: str, validator: Any) -> 
             handled = False
             continue
         found = _leaf_violations(column, leaf)
-        if found is None and others:
-            found = _distinct_violations(column, sub, validator)
-        if found is not None:
-            broken, why = found
-            row = int(np.flatnonzero(broken.to_numpy(zero_copy_only=False))[0])
-            raise SchemaError(f"{here}: row {row}: {column[row].as_py()!r} {why}")
+        if others:
+            found += _distinct_violations(column, sub, validator)
+        for rows, why in found:
+            broken.append((rows, here, _shown(column, why)))
     return handled
+
+
+def _shown(column: pa.Array, why: str) -> Callable[[int], str]:
+    return lambda row: f"{column[row].as_py()!r} {why}"
 
 
 def _distinct_violations(
     column: pa.Array, schema: Mapping[str, Any], validator: Any
-) -> tuple[pa.Array, str] | None:
+) -> list[tuple[np.ndarray, str]]:
     """The validator on each distinct value of a scalar column instead of on each row (a
-    currency column has a handful): the rows holding the first value it refuses, and why."""
+    currency column has a handful): the rows holding each value it refuses, and why."""
     values = column.cast(pa.float64()) if pa.types.is_decimal(column.type) else column
     check = validator.evolve(schema=schema)
+    found = []
     for value in pc.unique(values.drop_null()).to_pylist():
         error = next(iter(check.iter_errors(value)), None)
         if error is not None:
-            broken = pc.equal(values, pa.scalar(value, values.type)).fill_null(False)
-            return broken, f"is refused: {error.message}"
-    return None
+            rows = pc.equal(values, pa.scalar(value, values.type)).fill_null(False)
+            found.append((rows.to_numpy(zero_copy_only=False), f"is refused: {error.message}"))
+    return found
 
 
 def _comparable(t: pa.DataType) -> bool:
@@ -411,7 +422,9 @@ def _fits(
         _fits(arrow.item_type, body["additionalProperties"], f"{where}{{}}", nested_nullable)
 
 
-def _top_level_required_nulls(values: pa.Array, schema: Mapping[str, Any], where: str) -> None:
+def _top_level_required_nulls(
+    values: pa.Array, schema: Mapping[str, Any], broken: list[_Broken]
+) -> None:
     """A required property whose column is null in some (non-null) row: one vectorized count
     per such column; nested required properties are left to the validator below."""
     body, _ = _without_null(schema)
@@ -424,36 +437,64 @@ def _top_level_required_nulls(values: pa.Array, schema: Mapping[str, Any], where
         column = pc.struct_field(values, name)
         missing = pc.and_(present, pc.is_null(column))
         if pc.any(missing).as_py():
-            row = int(np.flatnonzero(missing.to_numpy(zero_copy_only=False))[0])
-            raise SchemaError(f"{where}: row {row}: required property {name!r} is null")
+            why = f"required property {name!r} is null"
+            broken.append((missing.to_numpy(zero_copy_only=False), "", lambda _, why=why: why))
+
+
+def _misfit_rows(
+    values: pa.Array, encoded: pa.Array, schema: Mapping[str, Any], where: str
+) -> list[tuple[int, str, str]]:
+    """(row, where below the value, why) of each row that breaks the schema, by row, its first
+    reason. Column types the schema refuses are a SchemaError (no row would fit)."""
+    nested_nullable: list[str] = []
+    _fits(values.type, schema, where, nested_nullable, top=True)
+    broken: list[_Broken] = []
+    _top_level_required_nulls(values, schema, broken)
+    from jsonschema import validators
+
+    validator = validators.validator_for(schema)(schema)
+    handled = _check_leaves(values, schema, "", validator, broken)
+    first: dict[int, tuple[str, str]] = {}
+    for rows, path, why in broken:
+        for row in np.flatnonzero(rows).tolist():
+            if row not in first:
+                first[row] = (path, why(row))
+    if not (_structural_only(schema) and not nested_nullable and handled):
+        for row, text in enumerate(encoded.to_pylist()):
+            if text is None or row in first:
+                continue
+            error = next(iter(validator.iter_errors(json.loads(text))), None)
+            if error is not None:
+                path = "".join(
+                    f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+                )
+                first[row] = (path, error.message)
+    return [(row, *first[row]) for row in sorted(first)]
+
+
+def json_misfits(
+    values: pa.Array, encoded: pa.Array, schema: Mapping[str, Any], where: str = "value"
+) -> list[tuple[int, str]]:
+    """Each row that breaks the schema (row index, the first reason, naming the field), by
+    row: the column types once, required columns' nulls and the bounds of plain properties
+    (minimum, maximum, enum, lengths) vectorized, and only when the schema says more than that,
+    each encoded row through the `jsonschema` validator. Column types the schema refuses are a
+    SchemaError."""
+    return [
+        (row, f"field {path.lstrip('.')}: {why}" if path else why)
+        for row, path, why in _misfit_rows(values, encoded, schema, where)
+    ]
 
 
 def check_json_rows(
     values: pa.Array, encoded: pa.Array, schema: Mapping[str, Any], where: str = "value"
 ) -> None:
-    """Hold the rows to the schema: the column types once, required columns' nulls and the
-    bounds of plain properties (minimum, maximum, enum, lengths) vectorized, and only when the
-    schema says more than that, each encoded row through the `jsonschema` validator.
-    SchemaError names the row and the field."""
-    nested_nullable: list[str] = []
-    _fits(values.type, schema, where, nested_nullable, top=True)
-    _top_level_required_nulls(values, schema, where)
-    from jsonschema import validators
-
-    validator = validators.validator_for(schema)(schema)
-    if (
-        _structural_only(schema)
-        and not nested_nullable
-        and _check_leaves(values, schema, where, validator)
-    ):
-        return
-    for row, text in enumerate(encoded.to_pylist()):
-        if text is None:
-            continue
-        error = next(iter(validator.iter_errors(json.loads(text))), None)
-        if error is not None:
-            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-            raise SchemaError(f"{where}{path}: row {row}: {error.message}")
+    """`json_misfits` as a SchemaError naming the first row that breaks the schema and the
+    field."""
+    misfits = _misfit_rows(values, encoded, schema, where)
+    if misfits:
+        row, path, why = misfits[0]
+        raise SchemaError(f"{where}{path}: row {row}: {why}")
 
 
 # --- decoding ---------------------------------------------------------------------------------

@@ -285,11 +285,24 @@ class ProtobufSchema:
         return _arrow_type(self.descriptor, ())
 
     def encode(self, values: pa.Array, *, where: str = "value") -> pa.BinaryArray:
-        """Each struct of `values` as one serialized message (null rows stay null)."""
+        """Each struct of `values` as one serialized message (null rows stay null); a row the
+        runtime refuses is a SchemaError naming the row and the field."""
+        encoded, misfits = self.encode_rows(values, where=where)
+        if misfits:
+            row, why = misfits[0]
+            raise SchemaError(f"{where}: row {row} does not fit message {self.message}: {why}")
+        return encoded
+
+    def encode_rows(
+        self, values: pa.Array, *, where: str = "value"
+    ) -> tuple[pa.BinaryArray, list[tuple[int, str]]]:
+        """`encode` that sets aside the rows the runtime refuses instead of stopping: (the
+        messages, those rows null; each such row and why, naming the field)."""
         check_protobuf_schema(self, values.type, where)
         cls = _message_class(self.descriptor_set, self.message)
         rows = _runtime_values(values).to_pylist()
         out: list[bytes | None] = []
+        misfits: list[tuple[int, str]] = []
         for index, row in enumerate(rows):
             if row is None:
                 out.append(None)
@@ -297,10 +310,9 @@ class ProtobufSchema:
             try:
                 out.append(cls(**row).SerializeToString())
             except (TypeError, ValueError) as e:
-                raise SchemaError(
-                    f"{where}: row {index} does not fit message {self.message}: {e}"
-                ) from None
-        return pa.array(out, pa.binary())
+                out.append(None)
+                misfits.append((index, f"field {_refused_field(cls, row)}: {e}"))
+        return pa.array(out, pa.binary()), misfits
 
     def decoder(self) -> Callable[[bytes], dict[str, Any]]:
         """One record's bytes -> the Python values of `arrow_type()` (ValueError, TypeError or
@@ -312,6 +324,29 @@ class ProtobufSchema:
             return convert(cls.FromString(payload))
 
         return decode
+
+
+def _refused_field(cls: Any, row: dict[str, Any], path: str = "") -> str:
+    """Where in a refused row the runtime refuses a value: the first field it refuses alone,
+    inside nested messages, with a list item's index (asked only of refused rows)."""
+    for name, value in row.items():
+        here = f"{path}.{name}" if path else name
+        try:
+            cls(**{name: value})
+            continue
+        except (TypeError, ValueError):
+            pass
+        field = cls.DESCRIPTOR.fields_by_name[name]
+        if isinstance(value, dict) and field.message_type is not None:
+            return _refused_field(type(getattr(cls(), name)), value, here)
+        if isinstance(value, list) and _is_repeated(field) and not _is_map(field):
+            for i, item in enumerate(value):
+                try:
+                    cls(**{name: [item]})
+                except (TypeError, ValueError):
+                    return f"{here}[{i}]"
+        return here
+    return path or "(the message)"
 
 
 # --- Arrow <-> the runtime's values ------------------------------------------------------------

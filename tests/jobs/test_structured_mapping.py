@@ -186,10 +186,12 @@ def test_a_row_that_does_not_fit_stops_the_run_with_one_line(spark, source, tmp_
     doc = _doc(source, tmp_path / "logs", reader, value)
     with pytest.raises(KafkaLogError) as info:
         run(spark, IngestConfig.from_dict(doc), run_id="r1", out=lambda _: None)
-    assert (
-        "mapping.value (format avro): a source row does not fit the value schema: field price is null and the schema has no null"
-        in str(info.value)
-    )
+    message = str(info.value)
+    assert message.startswith(
+        "mapping.value (format avro): the row does not fit the value schema: field price is null "
+        "and the schema has no null; record: topic='orders'"
+    ), message
+    assert "source row id=" in message
     assert "\n" not in str(info.value)
     assert not (tmp_path / "logs" / "orders-0").exists()
 

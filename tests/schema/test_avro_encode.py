@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 from kafkalog_core.errors import SchemaError
 from kafkalog_core.schema import avro_misfits, avro_schema_for, encode_avro, parse_avro_schema
+from kafkalog_core.schema.avro_encode import encode_avro_rows
 from tests.schema.columns import columns
 from tests.schema.helpers import avro_reference_roundtrip, both_paths, fastavro_bytes
 
@@ -224,6 +225,43 @@ def test_misfits_lists_every_bad_row_and_skips_values_under_null_parents():
     }
     assert [row for row, _ in avro_misfits(array, schema)] == [0, 3]
     assert "field inner.x is null" in avro_misfits(array, schema)[0][1]
+
+
+def test_rows_that_do_not_fit_are_left_null_and_the_others_encoded_on_both_paths(monkeypatch):
+    """`encode_avro_rows` lists each misfit row (an enum symbol, a fixed's size, a value in a
+    list) and leaves it null; every other row is exactly what fastavro writes."""
+    t = pa.struct([("s", pa.string()), ("b", pa.binary()), ("xs", pa.list_(pa.int64()))])
+    rows = [
+        {"s": "A", "b": b"1234", "xs": [1]},
+        {"s": "Z", "b": b"1234", "xs": []},
+        {"s": "B", "b": b"12", "xs": [2]},
+        {"s": "A", "b": b"abcd", "xs": [3, 2**40]},
+        None,
+        {"s": "B", "b": b"wxyz", "xs": None},
+    ]
+    array = pa.array(rows, t)
+    schema = parse_avro_schema(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "r",
+                "fields": [
+                    {"name": "s", "type": {"type": "enum", "name": "e", "symbols": ["A", "B"]}},
+                    {"name": "b", "type": {"type": "fixed", "name": "f", "size": 4}},
+                    {"name": "xs", "type": ["null", {"type": "array", "items": "int"}]},
+                ],
+            }
+        )
+    )
+    with_c, without_c = both_paths(monkeypatch, lambda: encode_avro_rows(array, schema)[0])
+    misfits = encode_avro_rows(array, schema)[1]
+    assert [row for row, _ in misfits] == [1, 2, 3]
+    assert misfits[0][1] == "field s is not a symbol of the enum"
+    assert misfits[1][1] == "field b is not 4 bytes long (the fixed's size)"
+    assert misfits[2][1].startswith("field xs[] does not fit an Avro int")
+    fitting = pa.array([r if i not in (1, 2, 3) else None for i, r in enumerate(rows)], t)
+    assert with_c.to_pylist() == fastavro_bytes(schema, fitting)
+    assert with_c.equals(without_c)
 
 
 def test_wide_decimals_and_every_integer_width_on_both_paths(monkeypatch):

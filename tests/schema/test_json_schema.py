@@ -16,6 +16,7 @@ from kafkalog_core.schema.json_schema import (
     arrow_type_for_json_schema,
     check_json_rows,
     decode_json_values,
+    json_misfits,
     json_schema_for,
     parse_json_schema,
 )
@@ -174,6 +175,41 @@ def test_bounds_of_plain_properties_are_checked_by_column_not_per_row() -> None:
     assert all(
         not validator.is_valid({k: v for k, v in bad.items() if v is not None}) for bad, _ in cases
     )
+
+
+def test_misfits_list_every_row_with_its_first_reason() -> None:
+    """Each bad row once, by row, whichever check finds it (a required null, a bound of a
+    column, a refused distinct value, the per-row validator for a list's items); the rows the
+    column checks find are not validated again."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "minimum": 1, "maximum": 9},
+            "code": {"type": "string", "pattern": "^[A-Z]+$"},
+            "xs": {"type": "array", "items": {"type": "integer", "maximum": 5}},
+        },
+        "required": ["code"],
+    }
+    arrow = pa.struct([("id", pa.int64()), ("code", pa.string()), ("xs", pa.list_(pa.int64()))])
+    rows = [
+        {"id": 1, "code": "A", "xs": [1]},
+        {"id": 0, "code": "A", "xs": [1]},
+        {"id": 10, "code": "A", "xs": [9]},  # two problems: the column check's comes first
+        {"id": 2, "code": None, "xs": []},
+        {"id": 3, "code": "a", "xs": []},
+        {"id": 4, "code": "B", "xs": [0, 6]},
+        None,
+    ]
+    values = pa.array(rows, arrow)
+    texts = [None if r is None else json.dumps(r).encode() for r in rows]
+    texts[3] = b"not json: the validator never reads this row"
+    assert json_misfits(values, pa.array(texts, pa.binary()), schema) == [
+        (1, "field id: 0 is less than the minimum of 1"),
+        (2, "field id: 10 is greater than the maximum of 9"),
+        (3, "required property 'code' is null"),
+        (4, "field code: 'a' is refused: 'a' does not match '^[A-Z]+$'"),
+        (5, "field xs[1]: 6 is greater than the maximum of 5"),
+    ]
 
 
 def test_other_keywords_of_plain_properties_run_the_validator_on_distinct_values() -> None:

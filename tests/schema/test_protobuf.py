@@ -125,6 +125,40 @@ def test_a_given_proto_file_nested_message_indexes_and_enum() -> None:
     assert schema_type.num_fields == 3
 
 
+def test_rows_the_runtime_refuses_are_left_null_naming_the_field() -> None:
+    schema = parse_proto(
+        'syntax = "proto3"; enum E { A = 0; B = 1; }\n'
+        "message X { int32 a = 1; Inner inner = 2; repeated uint32 xs = 3; E e = 4;\n"
+        "  message Inner { int32 u = 1; } }"
+    )
+    t = pa.struct(
+        [
+            ("a", pa.int64()),
+            ("inner", pa.struct([("u", pa.int64())])),
+            ("xs", pa.list_(pa.int64())),
+            ("e", pa.string()),
+        ]
+    )
+    rows = [
+        {"a": 1, "inner": {"u": 1}, "xs": [1], "e": "B"},
+        {"a": 2**40, "inner": None, "xs": [], "e": "A"},
+        {"a": 1, "inner": {"u": -(2**40)}, "xs": [], "e": "A"},
+        {"a": 1, "inner": None, "xs": [0, -1], "e": "A"},
+        {"a": 1, "inner": None, "xs": [], "e": "C"},
+        None,
+    ]
+    encoded, misfits = schema.encode_rows(pa.array(rows, t))
+    assert misfits == [
+        (1, "field a: Value out of range: 1099511627776"),
+        (2, "field inner.u: Value out of range: -1099511627776"),
+        (3, "field xs[1]: Value out of range: -1"),
+        (4, 'field e: unknown enum label "C"'),
+    ]
+    assert encoded.to_pylist()[1:] == [None] * 5
+    message = runtime_class(schema).FromString(encoded[0].as_py())
+    assert (message.a, message.inner.u, list(message.xs), message.e) == (1, 1, [1], 1)
+
+
 def test_refusals_are_one_line() -> None:
     with pytest.raises(
         SchemaError, match=r'\.proto does not parse: schema\.proto:1:\d+: Expected ";"'

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from jobs.ingestion.mapping.rules import (
     ERROR_COLUMN,
     ERROR_PREFIX,
+    MISFIT_COLUMN,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     RECORD_COLUMNS,
@@ -113,7 +114,8 @@ def int32_partitions(column: pa.Array) -> pa.Array:
 
 
 def mapping_input(columns: dict[str, pa.Array], task_index: int, first_row: int) -> pa.RecordBatch:
-    """Stage 2's input from topic/key/value/headers/timestamp (ms)/partition columns, with the
+    """Stage 2's input from topic/key/value/headers/timestamp (ms)/partition columns (and a
+    structured key/value's "misfit": why a row does not fit its schema, or null), with the
     row order Spark's `_prepare` gives: like monotonically_increasing_id, the task in the upper
     31 bits, the row in the lower 33."""
     n = len(columns["topic"])
@@ -122,9 +124,12 @@ def mapping_input(columns: dict[str, pa.Array], task_index: int, first_row: int)
     )
     order = pa.StructArray.from_arrays([pa.array(positions)], names=["pos"])
     names = ["topic", "key", "value", "headers", "timestamp"]
+    misfit = columns.get("misfit")
     return pa.RecordBatch.from_arrays(
-        [*(columns[name] for name in names), columns["partition"], order],
-        names=[*names, PARTITION_IN_COLUMN, ORDER_COLUMN],
+        [*(columns[name] for name in names), columns["partition"], order]
+        + ([] if misfit is None else [misfit]),
+        names=[*names, PARTITION_IN_COLUMN, ORDER_COLUMN]
+        + ([] if misfit is None else [MISFIT_COLUMN]),
     )
 
 
@@ -257,6 +262,12 @@ def map_batch(
         for i in np.flatnonzero(mask & ~invalid).tolist():
             reasons[i] = reason(i) if callable(reason) else reason
         invalid[mask] = True
+
+    # A structured key or value that does not fit its schema: the row has no record to check.
+    if MISFIT_COLUMN in batch.schema.names:
+        misfits = batch.column(MISFIT_COLUMN)
+        if misfits.null_count < n:
+            flag(misfits.is_valid().to_numpy(zero_copy_only=False), lambda i: misfits[i].as_py())
 
     # Topics: look up each distinct value once.
     topics = batch.column("topic")

@@ -1,9 +1,10 @@
 """Stage 2 of the record mapping: partitioning and the per-row checks, as Spark expressions.
 
 Only the bytes that are hashed go to Python, in one scalar Arrow UDF (the core's vectorized
-murmur2); the checks (topic name, partition in range, key on compacted topics and on a change
-feed's deletes, timestamp, the record alone in a batch within max.message.bytes) are expressions
-that leave their reason in `_kl_error`. `mapping`'s module doc has the whole story.
+murmur2); the checks (a structured key or value that does not fit its schema, topic name,
+partition in range, key on compacted topics and on a change feed's deletes, timestamp, the
+record alone in a batch within max.message.bytes) are expressions that leave their reason in
+`_kl_error`. `mapping`'s module doc has the whole story.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.mapping.rules import (
     DELETE_COLUMN,
     ERROR_COLUMN,
+    MISFIT_COLUMN,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     MappingRules,
@@ -340,9 +342,13 @@ def check_and_partition(prepared: DataFrame, config: IngestConfig) -> DataFrame:
         partition = F.coalesce(given, F.lit(-1))
     staged = prepared.select("*", partition.cast("int").alias("partition"))
 
-    # Checks, in priority order: the first failing one is the row's reason.
+    # Checks, in priority order: the first failing one is the row's reason. A key or value
+    # that does not fit its schema comes first: the row has no record to check.
     topic_repr = _py_repr(topic)
     reason = F.when(~t.ok, t.reason)
+    if MISFIT_COLUMN in prepared.columns:
+        misfit = F.col(MISFIT_COLUMN)
+        reason = F.when(misfit.isNotNull(), misfit).when(~t.ok, t.reason)
     if not plan.by_key:
         reason = reason.when(given.isNull(), _text("partition is null")).when(
             (given < 0) | (given >= t.partitions),

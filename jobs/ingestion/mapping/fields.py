@@ -16,6 +16,7 @@ from jobs.ingestion.config.mapping import FieldMapping
 from jobs.ingestion.mapping.rules import (
     DELETE_COLUMN,
     HEADERS_TYPE,
+    MISFIT_COLUMN,
     ORDER_COLUMN,
     PARTITION_IN_COLUMN,
     POSITION_COLUMN,
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 __all__ = ["prepare_fields"]
+
+# a structured key/value's ENCODED_TYPE struct, as stage 1 holds it before taking it apart
+_ENCODED = {"key": "_kl_key_encoded", "value": "_kl_value_encoded"}
 
 
 def _first_line(e: Exception) -> str:
@@ -74,17 +78,26 @@ def _to_bytes(
     where: str,
     json_options: dict[str, str],
     topic: str | None = None,
-) -> Column:
-    """A key/value mapping as Kafka bytes, in its format (serializer semantics); `topic`: the
-    constant topic, which names a schema format's registry subject."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
+) -> tuple[Column, bool]:
+    """A key/value mapping as Kafka bytes, in its format (serializer semantics), and whether it
+    is a structured format's `ENCODED_TYPE` struct (the bytes and the row's misfit) instead;
+    `topic`: the constant topic, which names a schema format's registry subject."""
     column, setting = _base(df, fm, where)
     dtype = _resolve(df, column, setting)
     structured = structured_value(df, fm, where, session_zone(df), json_options, dtype, topic)
     if structured is not None:  # structured formats: the same encoder as the arrow task reader
-        return spark_encoder(structured)(column)
+        return spark_encoder(structured)(column), True
+    return _plain_bytes(column, dtype, fm, where, json_options), False
+
+
+def _plain_bytes(
+    column: Column, dtype, fm: FieldMapping, where: str, json_options: dict[str, str]
+) -> Column:
+    """The bytes of the formats Spark's expressions write (bytes, string, json with options,
+    long, int)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     fmt = fm.format or ("bytes" if isinstance(dtype, (T.BinaryType, T.NullType)) else "string")
     kind = dtype.simpleString()
     if isinstance(dtype, T.NullType):
@@ -231,7 +244,9 @@ def prepare_fields(
 
     Change rows (`source.changes: cdf`): a delete's value is null, whatever the value mapping
     (a tombstone: its key and no value, not an object of nulls), and `DELETE_COLUMN` marks the
-    deletes for stage 2's check that a tombstone has a key. `columns: ["*"]` leaves Delta's
+    deletes for stage 2's check that a tombstone has a key. A key or value in a structured
+    format is encoded once per row into its bytes and its misfit; `MISFIT_COLUMN` holds why
+    the row does not fit (the key's reason first), for stage 2 to reject or raise. `columns: ["*"]` leaves Delta's
     change columns out (map them by name: `timestamp: {column: _commit_timestamp}`).
     """
     from pyspark.sql import functions as F
@@ -255,17 +270,31 @@ def prepare_fields(
     key_fm, value_fm = m.key, m.value
     if changes:
         key_fm, value_fm = _table_columns(df, key_fm), _table_columns(df, value_fm)
-    key = (
-        F.lit(None).cast("binary")
-        if key_fm is None
-        else _to_bytes(df, key_fm, "mapping.key", dict(m.json_options), m.topic.name)
-    )
-    value = _to_bytes(df, value_fm, "mapping.value", dict(m.json_options), m.topic.name)
+    fields: dict[str, Column] = {}
+    structured: list[str] = []  # the fields encoded as ENCODED_TYPE structs
+    for name, fm in (("key", key_fm), ("value", value_fm)):
+        if fm is None:
+            fields[name] = F.lit(None).cast("binary")
+            continue
+        where = f"mapping.{name}"
+        fields[name], encoded = _to_bytes(df, fm, where, dict(m.json_options), m.topic.name)
+        if encoded:
+            structured.append(name)
+    if structured:  # each encoded once, into a column of its own, then taken apart
+        df = df.select("*", *(fields[n].alias(_ENCODED[n]) for n in structured))
+        for n in structured:
+            fields[n] = F.col(_ENCODED[n])["bytes"]
+    key, value = fields["key"], fields["value"]
+    misfits = {n: F.col(_ENCODED[n])["misfit"] for n in structured}
     extra: list[Column] = []
     if changes:
         delete = F.coalesce(F.col(CHANGE_TYPE) == F.lit(DELETE), F.lit(False))
         value = F.when(delete, F.lit(None).cast("binary")).otherwise(value)
+        if "value" in misfits:  # a delete writes no value: nothing of it has to fit
+            misfits["value"] = F.when(~delete, misfits["value"])
         extra.append(delete.alias(DELETE_COLUMN))
+    if misfits:
+        extra.append(F.coalesce(*misfits.values()).alias(MISFIT_COLUMN))
     timestamp = F.lit(-1).cast("bigint") if m.timestamp is None else _timestamp_ms(df, m.timestamp)
 
     p = m.partition

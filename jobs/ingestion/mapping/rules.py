@@ -19,6 +19,7 @@ __all__ = [
     "ERROR_COLUMN",
     "ERROR_PREFIX",
     "HEADERS_TYPE",
+    "MISFIT_COLUMN",
     "ORDER_COLUMN",
     "PARTITION_IN_COLUMN",
     "POSITION_COLUMN",
@@ -34,6 +35,8 @@ ERROR_COLUMN = "_kl_error"
 POSITION_COLUMN = "_kl_pos"
 PARTITION_IN_COLUMN = "_kl_partition_in"
 DELETE_COLUMN = "_kl_delete"  # stage 1 of change rows: the row is a delete (a tombstone)
+# stage 1 of a structured key/value: why the row does not fit its schema (null: it fits)
+MISFIT_COLUMN = "_kl_misfit"
 ERROR_PREFIX = DATA_ERROR_PREFIX + "invalid record: "  # is_data_error knows it
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 

@@ -20,9 +20,10 @@ Two stages:
    murmur2, identical to the Java producer, `% partitions` in Spark) that receives the key
    column alone (with `null_keys: value_hash`, the value instead of a null key). Null keys
    follow a deterministic rule (see `PartitionMapping`); an explicit partition column or
-   round-robin without a key needs no Python at all. The checks: topic name (Kafka's rules) and
-   configured, partition in range, key present on compacted topics, timestamp present and >= 0
-   (CreateTime), and the record alone in a batch within max.message.bytes (uncompressed topics,
+   round-robin without a key needs no Python at all. The checks: a structured key or value
+   that does not fit its schema (found by its encoder in stage 1, `MISFIT_COLUMN`), topic name
+   (Kafka's rules) and configured, partition in range, key present on compacted topics,
+   timestamp present and >= 0 (CreateTime), and the record alone in a batch within max.message.bytes (uncompressed topics,
    from octet lengths with Kafka's varint sizes; compressed sizes are the encoder's to check).
    `jobs.ingestion.mapping.arrow_mapping.map_batch` is the same stage over an Arrow batch in numpy:
    what the arrow task reader runs, what the direct mode's write tasks run on Spark's stage-1

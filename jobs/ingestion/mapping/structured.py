@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from jobs.ingestion.config.mapping import STRUCTURED_FORMATS, FieldMapping
 from jobs.schemas.resolve import resolve_encoding_once
 from kafkalog_core.errors import ConfigError, SchemaError
-from kafkalog_core.schema import avro_misfits
 from kafkalog_core.schema.encoding import Encoding
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from jobs.ingestion.config.ingest_config import IngestConfig
 
 __all__ = [
+    "ENCODED_TYPE",
     "StructuredValue",
     "session_zone",
     "spark_encoder",
@@ -62,20 +63,33 @@ class StructuredValue:
             return pa.StructArray.from_arrays([batch.column(c) for c in self.columns], self.columns)
         return batch.column(self.column)
 
-    def encode(self, values: pa.Array) -> pa.Array:
-        """Each row's bytes (null rows stay null); a row that does not fit the schema is one
-        SchemaError naming the field."""
+    def encode(self, values: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """(each row's bytes, each row's misfit: why it does not fit the schema, naming the
+        field, or null). A misfit row's bytes are null; the mapping's checks reject it or stop
+        the run with it (`MISFIT_COLUMN`). Columns the schema refuses are one SchemaError."""
         try:
-            return self.encoding.encode(values)
+            encoded, misfits = self.encoding.encode_rows(values)
         except SchemaError as e:
-            why = str(e)
-            if self.format == "avro":
-                misfits = avro_misfits(values, self.encoding.schema)
-                why = misfits[0][1] if misfits else why
             raise SchemaError(
-                f"{self.setting} (format {self.format}): a source row does not fit the value "
-                f"schema: {why}"
+                f"{self.setting} (format {self.format}): the columns do not fit the "
+                f"{self.encoding.field} schema: {e}"
             ) from None
+        return encoded, self._reasons(len(values), misfits)
+
+    def _reasons(self, n: int, misfits: list[tuple[int, str]]) -> pa.Array:
+        if not misfits:
+            return pa.nulls(n, pa.string())
+        texts = pa.array(
+            [
+                f"{self.setting} (format {self.format}): the row does not fit the "
+                f"{self.encoding.field} schema: {why}"
+                for _, why in misfits
+            ],
+            pa.string(),
+        )
+        at = np.full(n, -1, dtype=np.int64)
+        at[[row for row, _ in misfits]] = np.arange(len(misfits))
+        return texts.take(pa.array(at, mask=at < 0))
 
 
 def structured_value(
@@ -164,14 +178,21 @@ def session_zone(df: DataFrame) -> str:
     return str(df.sparkSession.conf.get("spark.sql.session.timeZone"))
 
 
+ENCODED_TYPE = "struct<bytes:binary,misfit:string>"  # what `spark_encoder` gives per row
+
+
 def spark_encoder(structured: StructuredValue):
-    """An Arrow UDF (Spark's path) that encodes a column as `structured` says."""
+    """An Arrow UDF (Spark's path) that encodes a column as `structured` says: per row a
+    struct of the bytes and the misfit (`ENCODED_TYPE`), so the row is encoded once."""
     from pyspark.sql.functions import arrow_udf
 
     def encode(values: pa.Array) -> pa.Array:
-        return structured.encode(values)
+        encoded, misfits = structured.encode(values)
+        return pa.StructArray.from_arrays(
+            [encoded.cast(pa.binary()), misfits], names=["bytes", "misfit"]
+        )
 
-    return arrow_udf(encode, "binary")
+    return arrow_udf(encode, ENCODED_TYPE)
 
 
 def structured_values(df: DataFrame, config: IngestConfig) -> dict[str, StructuredValue | None]:

@@ -542,14 +542,17 @@ def _mapping_input(
         topic = batch.column(columns.topic_column)
     else:
         topic = pc.take(pa.array([columns.topic_name]), pa.array(np.zeros(n, dtype=np.int32)))
+    misfits = []  # why a row's key, then its value, does not fit its schema
     if columns.key_encoding is not None:
-        key = columns.key_encoding.encode(columns.key_encoding.values(batch))
+        key, misfit = columns.key_encoding.encode(columns.key_encoding.values(batch))
+        misfits.append(misfit)
     elif columns.key_column is None:
         key = pa.nulls(n, pa.binary())
     else:
         key = as_bytes(batch.column(columns.key_column))
     if columns.value_encoding is not None:
-        value = columns.value_encoding.encode(columns.value_encoding.values(batch))
+        value, misfit = columns.value_encoding.encode(columns.value_encoding.values(batch))
+        misfits.append(misfit)
     else:
         assert columns.value_column is not None
         value = as_bytes(batch.column(columns.value_column))
@@ -581,6 +584,7 @@ def _mapping_input(
             "headers": headers,
             "timestamp": timestamp,
             "partition": partition,
+            **({"misfit": pc.coalesce(*misfits)} if misfits else {}),
         },
         task_index,
         first_row,
