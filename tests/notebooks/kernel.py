@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from unittest import mock
 
@@ -83,8 +84,10 @@ def execute(name: str, tmp: Path) -> NotebookNode:
 
 def committed_source(name: str) -> str:
     """The code cells' source, after checking the file is valid and committed without outputs."""
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    nbformat.validate(nb)
+    with warnings.catch_warnings():  # a cell without an id is an error in coming nbformats
+        warnings.simplefilter("error")
+        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+        nbformat.validate(nb)
     assert nb.metadata.kernelspec.language == "python"
     cells = [c for c in nb.cells if c.cell_type == "code"]
     for cell in cells:  # nothing stale, nothing machine-specific
