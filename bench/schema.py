@@ -29,7 +29,8 @@ publish); `--stages` adds Spark's stages (`bench.ingest.stage_report`).
   the string customer_id, zstd, `ordering: [updated_at, customer_id]`, task reader and write
   mode auto), over a Parquet source of `--rows` change rows (`make_customers`) instead of the
   Delta change feed, the value JSON of six columns; against Spark's `df.write.parquet` of the
-  same files (snappy) (goal: <= 1.0x).
+  same files (snappy) (goal: <= 1.0x); and the same ingest with `ordering: source` (the direct
+  mode: no sort), which shows what the ordering costs.
 """
 
 from __future__ import annotations
@@ -284,7 +285,7 @@ def ingest_runs(orders: pa.StructArray, prebuilt: pa.Array, args) -> None:
             )
     for name, (_, result) in best.items():
         if result is not None and name.startswith("changelog"):
-            print("  " + "\n  ".join(result.summary.splitlines()[-2:]))
+            print(f"  {name}:\n    " + "\n    ".join(result.summary.splitlines()[-2:]))
     loads = np.array(load)
     print(
         f"load average (1 min) over the runs: {loads[:, 0].min():.1f}-{loads[:, 0].max():.1f}"
@@ -312,6 +313,10 @@ def _kinds(sources: dict[str, Path], args) -> dict[str, tuple[str, object]]:
         src = sources["changelog"]
         kinds |= {
             "changelog: conf/ingest-changelog.yaml": ("changelog", _changelog_config(src, args)),
+            "changelog: the same in source order": (
+                "changelog-source",
+                _changelog_config(src, args, "ordering=source"),
+            ),
             "changelog: df.write.parquet": ("changelog", src),
         }
     return kinds
@@ -351,9 +356,10 @@ def _orders_config(src: Path, args, columns, value_format: str):
     )
 
 
-def _changelog_config(src: Path, args):
+def _changelog_config(src: Path, args, *more: str):
     """conf/ingest-changelog.yaml as it is (topic settings, mapping, ordering, auto reader and
-    write mode), over the Parquet rows instead of a Delta change feed, the value from 6 columns."""
+    write mode), over the Parquet rows instead of a Delta change feed, the value from 6 columns;
+    `more`: further overrides (`dotted.key=value`)."""
     from jobs.ingestion.config.ingest_config import load_ingest_config
 
     example = Path(__file__).resolve().parents[1] / "conf" / "ingest-changelog.yaml"
@@ -363,6 +369,7 @@ def _changelog_config(src: Path, args):
             f"source={{format: parquet, path: '{src}'}}",
             f"output.root={args.out / 'schema-logs'}",
             f"mapping.value.columns=[{', '.join(CHANGELOG_COLUMNS)}]",
+            *more,
         ],
     )
 
