@@ -14,6 +14,32 @@ SHARED = Path(os.environ.get("KAFKALOG_SHARED", REPO_ROOT.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 
 
+# The files that take longest, heaviest first: each waits on JVM starts (spark-submit, Airflow's
+# tasks, a Hive or standalone-cluster session) and the Airflow one builds its venv first.
+# tests/run.sh hands whole files to two workers in collection order (--no-loadscope-reorder),
+# so these start at once and no long file is left to run alone at the end of the suite.
+LONGEST_FIRST = (
+    "tests/jobs/maintenance/test_airflow_dag.py",
+    "tests/jobs/test_spark_submit.py",
+    "tests/jobs/test_hive_tables.py",
+    "tests/cluster/test_cluster_ingest.py",
+    "tests/jobs/test_arrow_range.py",
+    "tests/jobs/test_direct_one_pass.py",
+    "tests/jobs/test_mapping.py",
+    "tests/datasource/test_write_kill9.py",
+    "tests/notebooks/test_explore.py",
+    "tests/datasource/test_write.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    missing = [name for name in LONGEST_FIRST if not (REPO_ROOT / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST names no file: {missing}")
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """../shared/fixtures: real broker/client bytes. Missing fixtures fail loudly, never skip."""

@@ -12,5 +12,7 @@ export KAFKALOG_REQUIRE_NATIVE=1  # the install must have built the C encoder lo
 "$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench pyspark_kafkalog
 "$kafkalog_venv/bin/ruff" format --check --quiet kafkalog_core jobs tests bench pyspark_kafkalog
 # Two workers, whole files each (module fixtures such as the cluster and the Airflow venv are made
-# once): much of the suite waits on JVM start-ups. KAFKALOG_TEST_WORKERS=0 runs in this process.
-exec "$kafkalog_venv/bin/python" -m pytest -n "${KAFKALOG_TEST_WORKERS:-2}" --dist loadfile "$@"
+# once): much of the suite waits on JVM start-ups. Files go out in collection order, the longest
+# first (tests/conftest.py). KAFKALOG_TEST_WORKERS=0 runs in this process.
+exec "$kafkalog_venv/bin/python" -m pytest -n "${KAFKALOG_TEST_WORKERS:-2}" --dist loadfile \
+  --no-loadscope-reorder "$@"
