@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jobs.spark.errors import is_data_error
+from jobs.spark.settle import settled_on_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -106,10 +107,12 @@ def _divert(spark: SparkSession) -> _Diversion | None:
 @contextlib.contextmanager
 def task_failure_log(spark: SparkSession, err: TextIO | None = None) -> Iterator[None]:
     """Hold Spark's task-failure lines back for the block; replay them to `err` (stderr) when
-    it fails with anything but a data error (see `errors.is_data_error`)."""
+    it fails with anything but a data error (see `errors.is_data_error`). A failed block
+    returns once its tasks have ended (`settle.settled_on_failure`), so their lines are in."""
     diversion = _divert(spark)
     try:
-        yield
+        with settled_on_failure(spark):
+            yield
     except Exception as error:
         if diversion is not None and not is_data_error(error):
             diversion.replay(err or sys.stderr)

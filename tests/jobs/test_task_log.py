@@ -4,6 +4,7 @@ verbatim and first, for any other failure; logging is restored afterwards."""
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 
@@ -54,3 +55,29 @@ def test_success_prints_nothing_and_nested_blocks_share_one_diversion(spark) -> 
             assert _appenders(spark).count(APPENDER_NAME) == 1
         assert spark.sparkContext.parallelize(range(4), 2).sum() == 6
     assert err.getvalue() == "" and APPENDER_NAME not in _appenders(spark)
+
+
+def test_a_failed_block_returns_when_its_other_tasks_have_ended(spark, tmp_path) -> None:
+    """One task fails while the other writes a file every 20 ms: once the block has raised,
+    no task of it writes any more (Spark's failure alone returns while the other runs on)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def task(index: int, rows):
+        if index == 0:  # fail once the writer runs, so the job fails under it
+            deadline = time.monotonic() + 60
+            while not any(marks.iterdir()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise InvalidRecordError("kafkalog: invalid record: the first task's")
+        for k in range(3000):  # 60 s, far past Spark's kill of it
+            (marks / f"{k:05d}").touch()
+            time.sleep(0.02)
+        yield from rows
+
+    with pytest.raises(Exception) as info, task_failure_log(spark, io.StringIO()):
+        spark.sparkContext.parallelize([0, 1], 2).mapPartitionsWithIndex(task).collect()
+    assert is_data_error(info.value)
+    written = len(list(marks.iterdir()))
+    assert written > 0  # the writer ran beside the failing task
+    time.sleep(1.0)
+    assert len(list(marks.iterdir())) == written
