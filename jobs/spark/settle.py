@@ -25,10 +25,13 @@ POLL_SECONDS = 0.1
 
 
 def _context(spark: SparkSession) -> Any:
+    """The session's SparkContext when it tags jobs; None for Spark Connect (no context) and
+    for a stand-in that runs tasks in this process (nothing outlives a failure there)."""
     try:
-        return spark.sparkContext  # Spark Connect has none: nothing to settle
+        sc = spark.sparkContext
     except Exception:  # noqa: BLE001 - any session without a SparkContext
         return None
+    return sc if hasattr(sc, "addJobTag") and hasattr(sc, "_jsc") else None
 
 
 def running_tasks(sc: Any, tag: str) -> int:
