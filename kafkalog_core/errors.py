@@ -71,6 +71,13 @@ class LogDirError(KafkaLogError):
 class SchemaError(KafkaLogError):
     """A value schema (Avro, Protobuf, JSON Schema) that does not parse or does not fit the data."""
 
+    @classmethod
+    def of_misfits(cls, misfits: list[tuple[int, str]], where: str = "") -> SchemaError:
+        """Rows that do not fit, as (row index, why): the first one named, the others counted."""
+        row, why = misfits[0]
+        more = f" ({len(misfits) - 1} more rows do not fit)" if len(misfits) > 1 else ""
+        return cls(f"{where}row {row}: {why}{more}")
+
 
 class RegistryError(KafkaLogError):
     """A Schema Registry that cannot be reached or refuses a lookup or registration."""

@@ -167,9 +167,7 @@ def encode_avro(values: pa.Array | pa.ChunkedArray, schema: dict) -> pa.Array:
     """
     top, misfits = _bound(values, schema)
     if misfits:
-        row, why = misfits[0]
-        more = f" ({len(misfits) - 1} more rows do not fit)" if len(misfits) > 1 else ""
-        raise SchemaError(f"row {row}: {why}{more}")
+        raise SchemaError.of_misfits(misfits)
     return _encoded(top)
 
 

@@ -31,9 +31,7 @@ class Encoding:
         schema is a SchemaError naming the row and the field."""
         encoded, misfits = self.encode_rows(values)
         if misfits:
-            row, why = misfits[0]
-            more = f" ({len(misfits) - 1} more rows do not fit)" if len(misfits) > 1 else ""
-            raise SchemaError(f"{self.field}: row {row}: {why}{more}")
+            raise SchemaError.of_misfits(misfits, f"{self.field}: ")
         return encoded
 
     def encode_rows(

@@ -246,8 +246,9 @@ def prepare_fields(
     (a tombstone: its key and no value, not an object of nulls), and `DELETE_COLUMN` marks the
     deletes for stage 2's check that a tombstone has a key. A key or value in a structured
     format is encoded once per row into its bytes and its misfit; `MISFIT_COLUMN` holds why
-    the row does not fit (the key's reason first), for stage 2 to reject or raise. `columns: ["*"]` leaves Delta's
-    change columns out (map them by name: `timestamp: {column: _commit_timestamp}`).
+    the row does not fit (the key's reason first), for stage 2 to reject or raise.
+    `columns: ["*"]` leaves Delta's change columns out (map them by name:
+    `timestamp: {column: _commit_timestamp}`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
