@@ -8,6 +8,10 @@ kafkalog_ensure_packer  # the cluster tests pack the executors' environment
 cd "$kafkalog_root"
 export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"
+# The tests start many short-lived, small JVMs (local Spark, spark-submit, the standalone cluster's
+# daemons and executors): the optimizing compiler and parallel GC threads cost them more CPU than
+# they save on 2 cores. Only the tests set this (spark-submit.sh leaves a user's JVMs alone).
+export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 export KAFKALOG_REQUIRE_NATIVE=1  # the install must have built the C encoder loops
 "$kafkalog_venv/bin/ruff" check kafkalog_core jobs tests bench pyspark_kafkalog
 "$kafkalog_venv/bin/ruff" format --check --quiet kafkalog_core jobs tests bench pyspark_kafkalog

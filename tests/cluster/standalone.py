@@ -28,11 +28,15 @@ HOST = "127.0.0.1"
 WORKER_MEMORY = "1g"  # per worker: one executor of spark.executor.memory (see SUBMIT_CONF)
 DAEMON_MEMORY = "384m"  # master's and workers' own heaps
 
+# The JVM options tests/run.sh gives the tests' JVMs, passed on to the daemons and executors.
+JVM_OPTS = os.environ.get("SPARK_SUBMIT_OPTS", "")
+
 # What a submit to this cluster adds: small executors, and the driver reachable on loopback.
 SUBMIT_CONF = {
     "spark.executor.memory": "512m",
     "spark.driver.host": HOST,
     "spark.driver.bindAddress": HOST,
+    **({"spark.executor.extraJavaOptions": JVM_OPTS} if JVM_OPTS else {}),
 }
 
 
@@ -59,6 +63,7 @@ def daemon_env(conf_dir: Path) -> dict[str, str]:
         SPARK_CONF_DIR=str(conf_dir),
         SPARK_LOCAL_IP=HOST,
         SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
+        SPARK_DAEMON_JAVA_OPTS=JVM_OPTS,
     )
     return env
 
