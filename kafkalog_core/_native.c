@@ -195,18 +195,6 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t u) {
 /* argument plumbing                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-
-int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name) {
-    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
-    if ((items >= 0 && view->len != items * 8) || (items < 0 && view->len % 8 != 0)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd int64 values, got %zd bytes", name,
-                     items, view->len);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 static void release_column(column_t *c) {
     if (!c->present) return;
     PyBuffer_Release(&c->offsets);

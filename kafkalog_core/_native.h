@@ -2,7 +2,8 @@
  * What the source files of kafkalog_core._native share: the encoder's view of the records
  * (`_native.c`), the fused compressed writer (`_native_compressed.c`), which writes each
  * batch's records with `write_records` and checksums it with `crc32c_one`, and the cleaner's
- * key loops (`_native_keys.c`), which read their arrays with `get_array`.
+ * key loops (`_native_keys.c`); all three read their int64 arrays with `get_array`
+ * (`_native_args.c`).
  */
 #ifndef KAFKALOG_NATIVE_H
 #define KAFKALOG_NATIVE_H
@@ -61,7 +62,6 @@ Py_ssize_t batch_end(const records_t *r, Py_ssize_t b);
 void release_records(records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
 int parse_records(PyObject *starts, PyObject *timestamps, PyObject *key, PyObject *value,
                   PyObject *suffix, records_t *r, Py_buffer *starts_view, Py_buffer *ts_view);
-int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name);
 /* The optional int32 record sizes (None: *bodies NULL, no buffer held) and the batch headers
  * (BATCH_HEADER_BYTES per batch) of the write functions, checked; -1 with an exception. */
 int get_bodies(PyObject *obj, Py_ssize_t n, Py_buffer *view, const int32_t **bodies);
@@ -69,6 +69,10 @@ int get_headers(PyObject *obj, Py_ssize_t batches, Py_buffer *view);
 extern const char records_too_small[]; /* write_records' why when `room` is short */
 uint8_t *write_records(const recview_t *rv, Py_ssize_t start, Py_ssize_t end, uint8_t *p,
                        int64_t room, const int32_t *bodies, const char **why);
+
+/* _native_args.c: an int64 array argument (`items` of them, any number when < 0); -1 with an
+ * exception naming it */
+int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t items, int writable, const char *name);
 
 /* _native_compressed.c */
 extern const char write_compressed_batches_doc[];
