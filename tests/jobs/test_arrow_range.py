@@ -407,7 +407,7 @@ def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
 
 def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatch):
     """Data 20x `chunk_rows`: each write task's range is split into sub-ranges of about
-    `chunk_rows` rows, sorted one at a time; the rows and their order are the whole range's."""
+    `chunk_rows` rows, merged one at a time; the rows and their order are the whole range's."""
     src = _write(tmp_path / "src", source["rows"], files=2)
     plan = _plan(tmp_path, src, chunk_rows=20)
     runs, samples = _sorted_runs(plan, tmp_path)
@@ -415,8 +415,10 @@ def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatc
     assert [r.upper for r in ranges[:-1]] == ar.pick_bounds(samples, 2)  # the tasks' edges
     assert [r.lower for r in ranges[1:]] == [r.upper for r in ranges[:-1]]
     sorted_rows: list[int] = []
-    real = rk.sort_order
-    monkeypatch.setattr(ar, "sort_order", lambda t, p: sorted_rows.append(t.num_rows) or real(t, p))
+    real = rk.merge_order
+    monkeypatch.setattr(
+        ar, "merge_order", lambda t, n, p: sorted_rows.append(t.num_rows) or real(t, n, p)
+    )
 
     def rows(split: bool) -> list[list[dict]]:
         return [

@@ -54,7 +54,10 @@ def sort_order(table: pa.Table, plan: KeyOrder) -> pa.Array:
         keys.append((name, "ascending", "at_end" if floating else "at_start"))
     columns[POS] = table.column(POS)
     keys.append((POS, "ascending", "at_start"))
-    return pc.sort_indices(pa.table(columns), sort_keys=keys)
+    # the key columns in one chunk each (a copy of the small columns only): pyarrow sorts a
+    # table of many chunks (a stage-1 run is many mapped batches) chunk by chunk and merges
+    # them, ~1.6x the time of one sort of the combined keys
+    return pc.sort_indices(pa.table(columns).combine_chunks(), sort_keys=keys)
 
 
 def comparable(value: Any, floating: bool) -> tuple:
