@@ -57,7 +57,15 @@ def sort_order(table: pa.Table, plan: KeyOrder) -> pa.Array:
     # the key columns in one chunk each (a copy of the small columns only): pyarrow sorts a
     # table of many chunks (a stage-1 run is many mapped batches) chunk by chunk and merges
     # them, ~1.6x the time of one sort of the combined keys
-    return pc.sort_indices(pa.table(columns).combine_chunks(), sort_keys=keys)
+    combined = pa.table(columns).combine_chunks()
+    if _one_value(combined.column("topic")):  # one topic, as usual: ~30% less time
+        keys.pop(0)
+    return pc.sort_indices(combined, sort_keys=keys)
+
+
+def _one_value(column: pa.ChunkedArray) -> bool:
+    """Whether every row of a one-chunk column holds the same value (null included)."""
+    return column.num_chunks == 1 and len(pc.run_end_encode(column.chunk(0)).run_ends) == 1
 
 
 def comparable(value: Any, floating: bool) -> tuple:
