@@ -1,5 +1,6 @@
 /*
- * kafkalog_core._native: the core's per-record loops in C - the v2 encoder's and murmur2.
+ * kafkalog_core._native: the core's per-record loops in C - the v2 encoder's, murmur2, the
+ * cleaner's key map and the merge of sorted runs.
  *
  * Optional accelerator; each caller keeps a numpy path that gives the same results, and the
  * tests hold the two to that.
@@ -33,6 +34,9 @@
  *
  * Cleaner. md5_spans and the offset_map_* loops (in _native_keys.c) are the log cleaner's map
  * of latest offsets per key (kafkalog_core.maintenance.offset_map has the Arrow twin).
+ *
+ * Merge. merge_runs (in _native_merge.c) merges sorted runs by a key of several columns (the
+ * arrow range mode's write tasks; their pure path sorts the concatenation instead).
  */
 #include "_native.h"
 
@@ -195,7 +199,7 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t u) {
 /* argument plumbing                                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-static void release_column(column_t *c) {
+void release_column(column_t *c) {
     if (!c->present) return;
     PyBuffer_Release(&c->offsets);
     if (c->have_validity) PyBuffer_Release(&c->validity);
@@ -203,7 +207,7 @@ static void release_column(column_t *c) {
     c->present = 0;
 }
 
-static int get_column(PyObject *spec, Py_ssize_t n, column_t *c, const char *name) {
+int get_column(PyObject *spec, Py_ssize_t n, column_t *c, const char *name) {
     memset(c, 0, sizeof(*c));
     if (spec == Py_None) return 0;
     PyObject *offsets, *validity, *data;
@@ -238,7 +242,7 @@ fail:
 }
 
 
-static colview_t view_of(const column_t *c) {
+colview_t view_of(const column_t *c) {
     colview_t v;
     memset(&v, 0, sizeof(v));
     if (!c->present) return v;
@@ -255,26 +259,6 @@ static colview_t view_of(const column_t *c) {
         v.data_len = (int64_t)c->data.len;
     }
     return v;
-}
-
-static inline int64_t view_offset(const colview_t *c, Py_ssize_t i) {
-    return c->o32 ? (int64_t)c->o32[i] : c->o64[i];
-}
-
-/* Row i's length in bytes, -1 for null (what Kafka writes as the length of a null). */
-static inline int64_t view_length(const colview_t *c, Py_ssize_t i) {
-    if (c->validity) {
-        Py_ssize_t bit = c->bit_offset + i;
-        if (!((c->validity[bit >> 3] >> (bit & 7)) & 1)) return -1;
-    }
-    return view_offset(c, i + 1) - view_offset(c, i);
-}
-
-/* The bytes of row i (length `len` > 0), or NULL when they are not inside the data buffer. */
-static inline const uint8_t *view_bytes(const colview_t *c, Py_ssize_t i, int64_t len) {
-    int64_t start = view_offset(c, i);
-    if (c->data == NULL || start < 0 || start + len > c->data_len) return NULL;
-    return c->data + start;
 }
 
 /* Copy n bytes with fixed-size moves for short runs (keys, small values), where a call to
@@ -878,12 +862,14 @@ static PyMethodDef methods[] = {
     {"offset_map_put", offset_map_put, METH_VARARGS, offset_map_put_doc},
     {"offset_map_get", offset_map_get, METH_VARARGS, offset_map_get_doc},
     {"offset_map_move", offset_map_move, METH_VARARGS, offset_map_move_doc},
+    {"merge_runs", merge_runs, METH_VARARGS, merge_runs_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native",
-    "The core's per-record loops in C: the v2 encoder's, murmur2 and the cleaner's key map "
+    "The core's per-record loops in C: the v2 encoder's, murmur2, the cleaner's key map and the "
+    "merge of sorted runs "
     "(optional; each caller has a numpy path).",
     -1,
     methods, NULL, NULL, NULL, NULL,

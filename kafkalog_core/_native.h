@@ -2,7 +2,8 @@
  * What the source files of kafkalog_core._native share: the encoder's view of the records
  * (`_native.c`), the fused compressed writer (`_native_compressed.c`), which writes each
  * batch's records with `write_records` and checksums it with `crc32c_one`, and the cleaner's
- * key loops (`_native_keys.c`); all three read their int64 arrays with `get_array`
+ * key loops (`_native_keys.c`), the merge of sorted runs (`_native_merge.c`), which reads binary
+ * key columns as the encoder does; all of them read their int64 arrays with `get_array`
  * (`_native_args.c`).
  */
 #ifndef KAFKALOG_NATIVE_H
@@ -40,6 +41,32 @@ typedef struct {
     const uint8_t *data;
     int64_t data_len;
 } colview_t;
+
+/* A binary column from its Python spec (None: not present), checked to hold n rows; -1 with an
+ * exception. */
+int get_column(PyObject *spec, Py_ssize_t n, column_t *c, const char *name);
+void release_column(column_t *c);
+colview_t view_of(const column_t *c);
+
+static inline int64_t view_offset(const colview_t *c, Py_ssize_t i) {
+    return c->o32 ? (int64_t)c->o32[i] : c->o64[i];
+}
+
+/* Row i's length in bytes, -1 for null (what Kafka writes as the length of a null). */
+static inline int64_t view_length(const colview_t *c, Py_ssize_t i) {
+    if (c->validity) {
+        Py_ssize_t bit = c->bit_offset + i;
+        if (!((c->validity[bit >> 3] >> (bit & 7)) & 1)) return -1;
+    }
+    return view_offset(c, i + 1) - view_offset(c, i);
+}
+
+/* The bytes of row i (length `len` > 0), or NULL when they are not inside the data buffer. */
+static inline const uint8_t *view_bytes(const colview_t *c, Py_ssize_t i, int64_t len) {
+    int64_t start = view_offset(c, i);
+    if (c->data == NULL || start < 0 || start + len > c->data_len) return NULL;
+    return c->data + start;
+}
 
 typedef struct {
     Py_ssize_t n, batches;
@@ -86,5 +113,9 @@ PyObject *md5_spans(PyObject *self, PyObject *args);
 PyObject *offset_map_put(PyObject *self, PyObject *args);
 PyObject *offset_map_get(PyObject *self, PyObject *args);
 PyObject *offset_map_move(PyObject *self, PyObject *args);
+
+/* _native_merge.c: the merge of sorted runs */
+extern const char merge_runs_doc[];
+PyObject *merge_runs(PyObject *self, PyObject *args);
 
 #endif

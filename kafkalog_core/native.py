@@ -1,11 +1,11 @@
 """The optional C loops (`kafkalog_core._native`, built from `_native.c` by pip) and how Arrow
 columns are handed to them.
 
-`module` (encoder, murmur2), `decode_module` (the record decoder's walk, `_native_decode.c`) and
-`schema_module` (Avro and JSON values, `_native_schema.c`) are None when an extension was not built (no compiler at install time, a
-zipped `--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy paths, which
-give the same results (the tests compare both).
-"""
+`module` (encoder, murmur2, the cleaner's key map, the merge of sorted runs), `decode_module`
+(the record decoder's walk, `_native_decode.c`) and `schema_module` (Avro and JSON values,
+`_native_schema.c`) are None when an extension was not built (no compiler at install time, a
+zipped `--py-files` copy) or `KAFKALOG_NATIVE=0` is set; callers then run their numpy or Arrow
+paths, which give the same results (the tests compare both)."""
 
 from __future__ import annotations
 

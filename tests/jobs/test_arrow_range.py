@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import random
 from dataclasses import replace
 from decimal import Decimal
@@ -21,6 +22,7 @@ from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.source.arrow_reader import plan_arrow_read
 from jobs.ingestion.tasks import arrow_range as ar
 from jobs.ingestion.tasks import arrow_range_keys as rk
+from kafkalog_core import native
 from kafkalog_core.errors import KafkaLogError
 from tests.jobs.ingest_helpers import (
     SOURCE_SCHEMA,
@@ -405,7 +407,7 @@ def test_a_range_opens_only_the_runs_that_overlap_it(tmp_path, monkeypatch):
 
 def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatch):
     """Data 20x `chunk_rows`: each write task's range is split into sub-ranges of about
-    `chunk_rows` rows, sorted one at a time; the rows and their order are the whole range's."""
+    `chunk_rows` rows, merged one at a time; the rows and their order are the whole range's."""
     src = _write(tmp_path / "src", source["rows"], files=2)
     plan = _plan(tmp_path, src, chunk_rows=20)
     runs, samples = _sorted_runs(plan, tmp_path)
@@ -413,8 +415,10 @@ def test_a_write_task_holds_one_sub_range_at_a_time(source, tmp_path, monkeypatc
     assert [r.upper for r in ranges[:-1]] == ar.pick_bounds(samples, 2)  # the tasks' edges
     assert [r.lower for r in ranges[1:]] == [r.upper for r in ranges[:-1]]
     sorted_rows: list[int] = []
-    real = rk.sort_order
-    monkeypatch.setattr(ar, "sort_order", lambda t, p: sorted_rows.append(t.num_rows) or real(t, p))
+    real = rk.merge_order
+    monkeypatch.setattr(
+        ar, "merge_order", lambda t, n, p: sorted_rows.append(t.num_rows) or real(t, n, p)
+    )
 
     def rows(split: bool) -> list[list[dict]]:
         return [
@@ -528,3 +532,43 @@ def test_the_vectorized_search_agrees_with_the_binary_search(dtypes):
         part = run.slice(rng.randrange(run.num_rows - rows), rows)
         expected = [rk.count_at_most(part, b, plan) for b in bounds]
         assert rk.counts_at_most(part, bounds, plan).tolist() == expected, rows
+
+
+_DTYPE_SETS = [[t] for t in _POOLS] + [
+    [],
+    [pa.float64(), pa.string()],
+    [pa.bool_(), pa.binary(), pa.int8()],
+    [pa.decimal128(10, 2), pa.float32(), pa.large_string()],
+]
+
+
+@pytest.mark.parametrize("dtypes", _DTYPE_SETS, ids=[str(t) for t in _DTYPE_SETS])
+def test_the_merge_of_sorted_runs_is_the_sort_order(dtypes):
+    """Runs each sorted by `sort_order` (random keys with nulls, NaN, -0.0 and 0.0; empty runs;
+    a run repeated, so whole keys tie across runs): their merge is the order `sort_order`
+    gives their concatenation, ties in run order; with few runs and with many."""
+    rng = random.Random(f"merge {dtypes}")
+    plan = ar.ArrowRangePlan(
+        None,  # type: ignore[arg-type]
+        tuple(f"c{i}" for i in range(len(dtypes))),
+        tuple(pa.types.is_floating(t) for t in dtypes),
+    )
+    if os.environ.get("KAFKALOG_REQUIRE_NATIVE") == "1":
+        assert native.module is not None  # the merge in C is what runs here
+    for count, most in ((1, 50), (7, 40), (300, 4)):
+        runs = [_random_run(rng, rng.choice([0, 1, most]), dtypes, extra=0) for _ in range(count)]
+        runs.insert(count // 2, runs[0])
+        runs = [r.take(rk.sort_order(r, plan)) for r in runs]
+        table = pa.concat_tables(runs)
+        merged = rk.merge_order(table, [r.num_rows for r in runs], plan).to_pylist()
+        assert merged == rk.sort_order(table, plan).to_pylist(), count
+
+
+def test_the_merge_refuses_runs_that_do_not_cover_the_rows():
+    if native.module is None:
+        pytest.skip("no C loops built")
+    order = np.empty(3, np.int64)
+    with pytest.raises(ValueError, match="starts"):
+        native.module.merge_runs(order, np.array([0, 2], np.int64), b"q", (np.arange(3),))
+    with pytest.raises(ValueError, match="expected 3 values"):
+        native.module.merge_runs(order, np.array([0, 3], np.int64), b"q", (np.arange(2),))

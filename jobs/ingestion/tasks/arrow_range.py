@@ -18,10 +18,12 @@ ordering names plain columns, the records never need to leave Arrow:
    `chunk_rows` rows (`pick_ranges`).
 3. Stage 2 (one Spark task per range): task j finds where its range's and sub-ranges' bounds
    fall in each overlapping run (one vectorized search per run, `counts_at_most`), then for
-   one sub-range after another memory-maps the runs, takes their slices, sorts them and hands
-   them to `write_task` with the `OnePassPlan`: the function the Spark range mode calls, so
-   offsets, batches, segments, manifests, placement and relayout are those of the Spark range
-   mode. A task holds about `chunk_rows` rows at a time, whatever the data's size.
+   one sub-range after another memory-maps the runs and takes their slices, merges them (each
+   slice is sorted: a k-way merge in C, `merge_order`, not a second sort), takes the records
+   in that order and hands them to `write_task` with the `OnePassPlan`: the function the Spark
+   range mode calls, so offsets, batches, segments, manifests, placement and relayout are
+   those of the Spark range mode. A task holds about `chunk_rows` rows at a time, whatever
+   the data's size.
 
 The order is Spark's ascending sort: nulls first, NaN greatest, -0.0 equal to 0.0, strings and
 binaries by their bytes; `pos` (the source row id, split << 33 | row, as `mapping_input` gives
@@ -68,6 +70,7 @@ from jobs.ingestion.tasks.arrow_range_keys import (
     counts_at_most,
     is_partition_end,
     keys_at,
+    merge_order,
     partition_end,
     sort_order,
 )
@@ -402,7 +405,8 @@ class RunFiles:
 def _merged(
     pieces: Sequence[tuple[str, int, int]], plan: ArrowRangePlan, files: RunFiles
 ) -> Iterator[pa.RecordBatch]:
-    """The written columns of the run slices `pieces` ((path, start, stop)) in key order."""
+    """The written columns of the run slices `pieces` ((path, start, stop)) in key order: the
+    slices' merged order (`merge_order`), then their records taken in it."""
     tables = [files.slice(path, start, stop) for path, start, stop in pieces]
     if len(tables) == 1:  # a run is sorted already
         only = tables[0]
@@ -411,7 +415,7 @@ def _merged(
     if not tables:
         return
     combined = pa.concat_tables(tables)
-    order = sort_order(combined, plan)
+    order = merge_order(combined, [t.num_rows for t in tables], plan)
     # One copy of the records: a take from a table of many chunks would concatenate its
     # binary chunks again for every batch taken.
     records = combined.select(_written(combined.schema)).combine_chunks()
