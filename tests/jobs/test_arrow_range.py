@@ -247,6 +247,28 @@ def _plan(tmp_path: Path, src: Path, ordering=("score", "name", "id"), chunk_row
     return ar.ArrowRangePlan(plan.read, plan.ordering, plan.floating, chunk_rows)
 
 
+@pytest.mark.parametrize("dtype", [pa.decimal32(5, 2), pa.decimal64(12, 2)])
+def test_an_ordering_on_a_decimal_pyarrow_cannot_sort_keeps_the_spark_range_mode(tmp_path, dtype):
+    """pyarrow writes small decimals to Parquet as decimal32/64 and reads them back so, but has
+    no sort for them: the plan says why (the Spark range mode then runs) instead of stage 1
+    failing with an Arrow error."""
+    rows = _rows()[:20]
+    schema = pa.schema([f if f.name != "amount" else pa.field("amount", dtype) for f in SCHEMA])
+    (tmp_path / "src").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "src" / "a.parquet")
+    files = [str(tmp_path / "src" / "a.parquet")]
+    assert pq.read_schema(files[0]).field("amount").type == dtype
+    config = IngestConfig.from_dict(
+        _doc(tmp_path / "src", tmp_path / "logs", "arrow", ordering=("amount", "id"))
+    )
+    read, why = plan_arrow_read(replace(config, ordering=()), files)
+    assert read is not None, why
+    assert ar.plan_arrow_range(read, config, files) == (
+        None,
+        f"ordering column 'amount' is {dtype}, not sorted here as in Spark",
+    )
+
+
 def _sorted_runs(plan: ar.ArrowRangePlan, tmp_path: Path) -> tuple[list, list]:
     """Stage 1 of every read split, in-process: (all runs, all sampled keys)."""
     runs, samples = [], []

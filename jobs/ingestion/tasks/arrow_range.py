@@ -156,7 +156,7 @@ _SORTED_AS_IN_SPARK = (
     pa.types.is_large_binary,
     pa.types.is_boolean,
     pa.types.is_date32,
-    pa.types.is_decimal,
+    pa.types.is_decimal128,  # decimal32/64 (pyarrow keeps them in its own Parquet) do not sort
 )
 
 
