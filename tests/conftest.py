@@ -14,21 +14,24 @@ SHARED = Path(os.environ.get("KAFKALOG_SHARED", REPO_ROOT.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 
 
-# The files that take longest, heaviest first: each waits on JVM starts (spark-submit, Airflow's
-# tasks, a Hive or standalone-cluster session) and the Airflow one builds its venv first.
+# The files that take longest in a whole run (pytest --durations), heaviest first: the Airflow
+# one builds its venv, then waits on seven spark-submits; the others run many Spark jobs or start
+# JVMs of their own (spark-submit, a Hive or standalone-cluster session, killed writers).
 # tests/run.sh hands whole files to two workers in collection order (--no-loadscope-reorder),
 # so these start at once and no long file is left to run alone at the end of the suite.
 LONGEST_FIRST = (
     "tests/jobs/maintenance/test_airflow_dag.py",
-    "tests/jobs/test_spark_submit.py",
-    "tests/jobs/test_hive_tables.py",
-    "tests/cluster/test_cluster_ingest.py",
-    "tests/jobs/test_arrow_range.py",
     "tests/jobs/test_direct_one_pass.py",
     "tests/jobs/test_mapping.py",
+    "tests/jobs/test_arrow_range.py",
+    "tests/cluster/test_cluster_ingest.py",
     "tests/datasource/test_write_kill9.py",
+    "tests/jobs/test_hive_tables.py",
+    "tests/jobs/test_spark_submit.py",
     "tests/notebooks/test_explore.py",
     "tests/datasource/test_write.py",
+    "tests/jobs/test_ingest_errors.py",
+    "tests/jobs/test_arrow_reader.py",
 )
 
 
