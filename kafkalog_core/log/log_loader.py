@@ -47,7 +47,7 @@ from kafkalog_core.log.names import (
     parse_segment_file_name,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
-from kafkalog_core.log.segment.scan import TxnTracker, control_type_of
+from kafkalog_core.log.segment.scan import TxnTracker, replay_batches
 from kafkalog_core.log.split import SplitPlan, offset_ranges, split_overflowed
 from kafkalog_core.log.swap import complete_interrupted_swaps
 
@@ -248,7 +248,7 @@ class LogLoader:
         recoverLog) and is raised otherwise (pass 4: Kafka's load fails)."""
         tracker = TxnTracker.empty()
         for prev in earlier:
-            _replay_txns(prev, tracker)
+            replay_batches(prev.batches(), prev.read_batch_bytes, tracker)
         try:
             truncated = seg.recover(tracker, self.epoch_cache)
         except LogSegmentOffsetOverflowError as e:
@@ -354,17 +354,6 @@ class LogLoader:
             if off > self.log_end_offset and p.exists():
                 p.unlink()
                 self.report.deleted_snapshots.append(p.name)
-
-
-def _replay_txns(seg: LogSegment, tracker: TxnTracker) -> None:
-    """Feed a segment's transactional batches to `tracker` (producer state up to its end)."""
-    for header in seg.batches():
-        if header.producer_id >= 0:
-            control = None
-            if header.is_control:
-                control = control_type_of(memoryview(seg.read_batch_bytes(header)), header)
-            tracker.on_batch(header, control)
-        tracker.map_end_offset = header.last_offset + 1
 
 
 def _why_recover(seg: LogSegment, piece: bool) -> tuple[str | None, str | None]:

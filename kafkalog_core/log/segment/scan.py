@@ -13,7 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -157,22 +157,34 @@ def control_type_of(batch: memoryview | bytes, header: BatchHeader) -> int | Non
     return None if record is None else record.type
 
 
+def replay_batches(
+    headers: Iterable[BatchHeader],
+    batch_bytes: Callable[[BatchHeader], bytes | memoryview],
+    tracker: TxnTracker,
+) -> None:
+    """Feed a segment's batches to `tracker` from their headers (no CRC; `batch_bytes` reads
+    only a producer's control batches, for their marker): the open transactions a later
+    segment inherits. The loader hands in its LogSegment's reads, verify a mapped file's."""
+    for header in headers:
+        control = None
+        if header.producer_id >= 0 and header.is_control:
+            control = control_type_of(batch_bytes(header), header)
+        tracker.on_batch(header, control)
+
+
 def replay_transactions(log_path: str | os.PathLike[str], tracker: TxnTracker) -> None:
-    """Feed one segment's producer batches to `tracker` from their headers only (no CRC, no
-    record decoding but the control records): the open transactions a later segment inherits.
-    Stops quietly at a corrupt or partial tail, as recovery would."""
+    """`replay_batches` over one .log, memory-mapped. Stops quietly at a corrupt or partial
+    tail, as recovery would."""
     from kafkalog_core.log.mapped import mapped_file
     from kafkalog_core.record.batch import iter_batch_headers
 
     with mapped_file(Path(log_path)) as view:
         try:
-            for header in iter_batch_headers(view):
-                if header.producer_id >= 0 or header.is_transactional:
-                    control = None
-                    if header.is_control:
-                        batch = view[header.position : header.position + header.size]
-                        control = control_type_of(batch, header)
-                    tracker.on_batch(header, control)
+            replay_batches(
+                iter_batch_headers(view),
+                lambda header: view[header.position : header.position + header.size],
+                tracker,
+            )
         except CorruptRecordError:
             return
 
