@@ -160,11 +160,16 @@ def _topic_ranks(column: pa.ChunkedArray, topics: list[str]) -> tuple[np.ndarray
     return np.concatenate([np.zeros(0, np.int64), *ranks]), np.array([rank[t] for t in topics])
 
 
+def _valid(column: pa.ChunkedArray) -> np.ndarray:
+    """The class of each row as far as nulls go: null 0, value 1 (int8)."""
+    return column.is_valid().to_numpy(zero_copy_only=False).astype(np.int8)
+
+
 def _classes_and_values(column: pa.ChunkedArray, floating: bool) -> tuple[np.ndarray, np.ndarray]:
     """A column of a type numpy orders as Spark does (`_NUMPY_ORDERED`) as two numpy arrays
     that order its rows field by field: the class (null 0, value 1, NaN 2) and the value (0
     unless the class is 1; -0.0 equal to 0.0 as numpy compares floats)."""
-    kind = column.is_valid().to_numpy(zero_copy_only=False).astype(np.int8)
+    kind = _valid(column)
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.int64())
     elif pa.types.is_date32(column.type):
@@ -189,7 +194,7 @@ def _ordering_fields(
         kind, values = _classes_and_values(column, floating)
         probe = np.array([0 if v is None else v for v in present], values.dtype)
     else:
-        kind = column.is_valid().to_numpy(zero_copy_only=False).astype(np.int8)
+        kind = _valid(column)
         values, probe = _ranks(column, present)
     probe_kind = np.array([c[0] for c in bound], np.int8)
     return [(kind, probe_kind), (values, probe)]
@@ -293,8 +298,8 @@ def _merge_key(table: pa.Table, plan: KeyOrder) -> tuple[bytes, list]:
             columns.append(native.column(column.combine_chunks().cast(pa.large_binary())))
         elif pa.types.is_decimal128(dtype):
             kinds += [b"b", b"q", b"Q"]
-            valid = column.is_valid().to_numpy(zero_copy_only=False).astype(np.int8)
-            columns += [valid, *_decimal_halves(column)]
+            valid = _valid(column)
+            columns += [valid, *_decimal_halves(column, valid)]
         else:
             kinds.append(b"q")
             columns.append(_ranks(column, [])[0])  # nulls rank -1: first
@@ -303,11 +308,11 @@ def _merge_key(table: pa.Table, plan: KeyOrder) -> tuple[bytes, list]:
     return b"".join(kinds), columns
 
 
-def _decimal_halves(column: pa.ChunkedArray) -> list[np.ndarray]:
+def _decimal_halves(column: pa.ChunkedArray, valid: np.ndarray) -> list[np.ndarray]:
     """A decimal128 column's values as (high int64, low uint64), whose order is the numbers'
-    (one scale throughout the column); 0 for a null, so nulls tie."""
+    (one scale throughout the column); 0 where `valid` (`_valid`) says null, so nulls tie."""
     array = column.combine_chunks()
     start = 2 * array.offset
     words = np.frombuffer(array.buffers()[1], np.uint64)[start : start + 2 * len(array)]
-    null = ~array.is_valid().to_numpy(zero_copy_only=False)
+    null = valid == 0
     return [np.where(null, 0, words[1::2].view(np.int64)), np.where(null, 0, words[0::2])]
