@@ -247,12 +247,12 @@ class LogLoader:
         """Indexes only kafkalog distrusts (Kafka's load trusts them) or a split's piece (Kafka's
         split writes its indexes): rebuilt from the .log without cutting a byte, which only
         Kafka's own reasons may do. A piece also gets its .txnindex (Kafka's has none)."""
-        tracker = None
-        if piece:
-            tracker = TxnTracker.empty()
-            for prev in earlier:
-                replay_batches(prev.batches(), prev.read_batch_bytes, tracker)
         try:
+            tracker = None
+            if piece:
+                tracker = TxnTracker.empty()
+                for prev in earlier:
+                    replay_batches(prev.batches(), prev.read_batch_bytes, tracker)
             # an empty .timeindex (Kafka creates a missing one so) stays empty: a broker judges
             # the segment's age by the .log's mtime then, and so must every later reader
             seg.rebuild_indexes(tracker, txn=piece, time=piece or len(seg.time_index) > 0)
