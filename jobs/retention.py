@@ -205,7 +205,7 @@ def _segment_rows(
             mark_segments_deleted(pdir, victims)
         # Also with no victim left: a run killed after its renames deleted the segments but
         # kept their epochs (a broker's load truncates them from the log start, too).
-        truncate_leader_epochs_from_start(pdir, new_lso)
+        truncate_leader_epochs_from_start(pdir, new_lso, log_end_offset=log_end)
     rows = [
         _row(
             unit,

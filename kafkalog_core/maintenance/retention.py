@@ -395,15 +395,24 @@ def purge_deleted_files(
 
 
 def truncate_leader_epochs_from_start(
-    partition_dir: str | os.PathLike[str], log_start_offset: int, *, hook: StepHook = _no_hook
+    partition_dir: str | os.PathLike[str],
+    log_start_offset: int,
+    *,
+    log_end_offset: int | None = None,
+    hook: StepHook = _no_hook,
 ) -> bool:
     """Drop leader-epoch entries below the new log start offset, as a broker does after a
-    retention delete (written atomically). True when the file changed."""
+    retention delete, and with `log_end_offset` those at or after it, as a broker's load does
+    (truncateFromEnd): a delete of every segment leaves none at the empty log's end offset.
+    Written atomically; True when the file changed."""
     path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT_FILE
     if not path.exists():
         return False
     cache = LeaderEpochCache(path)
-    if not cache.truncate_from_start(log_start_offset):
+    changed = bool(cache.truncate_from_start(log_start_offset))
+    if log_end_offset is not None:
+        changed = bool(cache.truncate_from_end(log_end_offset)) or changed
+    if not changed:
         return False
     hook("write", path)
     cache.write()

@@ -21,6 +21,7 @@ from kafkalog_core.maintenance.retention import (
     purge_deleted_files,
     roll_empty_segment,
 )
+from kafkalog_core.maintenance.verify import verify_partition
 from tests.log.test_partition_log import batch_size, singles
 
 DAY = 86_400_000
@@ -103,6 +104,7 @@ def test_apply_deletes_advances_the_log_start_offset_and_is_idempotent(
     assert reopened.log_start_offset == 20 and reopened.log_end_offset == 20
     assert not reopened.load_report.changed_anything
     reopened.close()
+    assert verify_partition(pdir, 4096).is_ok  # rebuild-index's verify finds nothing to fix
     assert "applied" in result.summary
     after = _checksums(log_dir)
     again = _run(spark, log_dir, apply=True)
