@@ -29,20 +29,27 @@ def produce(cluster: KafkaCluster, topic: str, records: list[tuple[bytes, bytes]
 
 
 def consume_all(
-    cluster: KafkaCluster, topic: str, partition: int = 0, timeout: float = 60.0
+    cluster: KafkaCluster,
+    topic: str,
+    partition: int = 0,
+    *,
+    end: int | None = None,
+    timeout: float = 60.0,
 ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record of one partition from the earliest offset to its high watermark, as
-    (offset, key, value): assigned directly, no consumer group to join."""
+    """Every record of one partition from the earliest offset up to `end` (by default its high
+    watermark when asked), as (offset, key, value): assigned directly, no group to join. With
+    `end`, records not yet readable (a new leader's high watermark catching up) are waited for."""
     consumer = Consumer(
         cluster.client_config(**{"group.id": "kafkalog-tests", "enable.auto.commit": False})
     )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        end = high if end is None else end
         consumer.assign([TopicPartition(topic, partition, low)])
         out: list[tuple[int, bytes | None, bytes | None]] = []
         deadline = time.monotonic() + timeout
-        while (not out or out[-1][0] < high - 1) and high > low:
-            assert time.monotonic() < deadline, f"read {len(out)} of {topic} up to {high}"
+        while (out[-1][0] + 1 if out else low) < end:
+            assert time.monotonic() < deadline, f"read {len(out)} of {topic} up to {end}"
             msg = consumer.poll(1.0)
             if msg is None:
                 continue

@@ -13,7 +13,7 @@ def test_produced_records_survive_a_clean_stop_and_a_restart_on_the_same_dirs(ka
     create_topic(kafka_broker, "fixture-restart")
     produce(kafka_broker, "fixture-restart", RECORDS)
     expected = [(offset, k, v) for offset, (k, v) in enumerate(RECORDS)]
-    assert consume_all(kafka_broker, "fixture-restart") == expected
+    assert consume_all(kafka_broker, "fixture-restart", end=len(RECORDS)) == expected
 
     (node,) = kafka_broker.nodes.values()
     pid = node.pid
@@ -25,7 +25,7 @@ def test_produced_records_survive_a_clean_stop_and_a_restart_on_the_same_dirs(ka
     kafka_broker.start()
     assert node.pid != pid
     assert not node.clean_shutdown_marked()  # a running broker removes it
-    assert consume_all(kafka_broker, "fixture-restart") == expected
+    assert consume_all(kafka_broker, "fixture-restart", end=len(RECORDS)) == expected
     assert "fixture-restart-0" in node.log_file.read_text()
 
 

@@ -38,7 +38,7 @@ def test_rf3_topic_survives_kill_9_of_its_leader(kafka_cluster3):
     )
     assert new_leader in cluster.node_ids and new_leader != leader
     expected = [(offset, k, v) for offset, (k, v) in enumerate(RECORDS)]
-    assert consume_all(cluster, "fixture-rf3") == expected
+    assert consume_all(cluster, "fixture-rf3", end=len(RECORDS)) == expected
 
     cluster.start_node(leader)  # back on its dirs: it catches up into the ISR again
     wait_for(lambda: partition_state(cluster, "fixture-rf3")[1] == cluster.node_ids, "ISR of 3")
