@@ -173,7 +173,8 @@ class KafkaCluster:
     """`nodes` combined-mode KRaft nodes on 127.0.0.1, all of them controller voters.
 
     Ports, dirs and the cluster id are chosen once, so a stop and a start (or `restart`) come
-    back on the same log dirs and the same bootstrap servers. `heap` is each JVM's -Xmx.
+    back on the same log dirs and the same bootstrap servers. `heap` is each JVM's -Xmx (it
+    starts at 64 MiB and grows as needed, so idle nodes stay small on a shared machine).
     """
 
     def __init__(
@@ -315,7 +316,7 @@ class KafkaCluster:
         self._write_config(node)
         cmd = java_command(
             MAIN, str(node.config_file), log_dir=node.dir / "logs",
-            jvm_options=(f"-Xmx{self.heap}", f"-Xms{self.heap}", *self.jvm_options),
+            jvm_options=(f"-Xmx{self.heap}", "-Xms64m", *self.jvm_options),
         )  # fmt: skip
         with open(node.stdout_file, "ab") as out:
             node.process = subprocess.Popen(
