@@ -150,8 +150,8 @@ def kafka_broker(tmp_path_factory, broker_configs):
 
 @pytest.fixture(scope="module")
 def kafka_cluster3(tmp_path_factory, broker_configs):
-    """Three live KRaft nodes (each broker and controller voter) for replication tests, started
-    with `broker_configs`; stopped at the module's end."""
+    """Three live KRaft brokers (ids 1..3) and their dedicated controller, for replication
+    tests, started with `broker_configs`; stopped at the module's end."""
     cluster = _started_cluster(tmp_path_factory.mktemp("kafka3"), 3, broker_configs, "256m")
     yield cluster
     cluster.close()

@@ -2,10 +2,15 @@
 
 `KafkaCluster(root, nodes=1)` lays out one folder per node under `root` (its config, its log
 file, its log dirs), formats each node's log dirs with Kafka's own `kafka.tools.StorageTool`, and
-runs each node as `kafka.Kafka` (broker and controller in one JVM) from the `broker` jars of
-tests/java/pom.xml (tests/jvm_deps.py fetches them). Every node is a controller voter: three
-combined nodes are three JVMs where one controller and three brokers would be four, and the
-quorum of three outlives a `kill -9` of any one node.
+runs each node as `kafka.Kafka` from the `broker` jars of tests/java/pom.xml (tests/jvm_deps.py
+fetches them). One node is a combined-mode node: broker and controller in one JVM. Several
+brokers get one dedicated controller beside them (`nodes=3`: four JVMs, ids 1..3 the brokers):
+a stop then shuts the brokers down while their controller still runs, so each controlled
+shutdown is approved and every broker closes its logs cleanly, and the controller stops last.
+Three combined voters would save that JVM, but SIGTERM to all of them races: a node whose
+controlled shutdown the quorum has not yet approved when the two others exit waits minutes for
+a controller that is gone. A single controller also replicates no metadata log, and a `kill -9`
+of any broker leaves it running.
 
     with KafkaCluster(tmp_path) as cluster:            # formats and starts; stops cleanly
         Producer(cluster.client_config()).produce(...)
@@ -44,6 +49,8 @@ DUMP_LOG_SEGMENTS = "kafka.tools.DumpLogSegments"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 # Small and quick to start: C1 only and the serial collector suit a test broker on 2 cores.
 TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
+CONTROLLER_ID = 100  # the dedicated controller of a multi-broker cluster
+CONTROLLER_HEAP = "192m"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 120.0
 
@@ -129,14 +136,19 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 @dataclass
 class KafkaNode:
-    """One combined-mode KRaft node (broker and controller in one JVM)."""
+    """One KRaft node: a broker, a controller, or both in one JVM (combined mode)."""
 
     node_id: int
-    port: int  # the PLAINTEXT listener clients use
-    controller_port: int
+    roles: str  # process.roles: "broker,controller", "broker" or "controller"
+    port: int | None  # the PLAINTEXT listener clients use (a broker)
+    controller_port: int | None  # the CONTROLLER listener (a controller)
     dir: Path  # its config and logs; the log dirs are under it
     log_dirs: list[Path]
     process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
 
     @property
     def config_file(self) -> Path:
@@ -144,7 +156,7 @@ class KafkaNode:
 
     @property
     def log_file(self) -> Path:
-        """The broker's own log (log4j2, INFO): loading, recovery, truncation, cleaner lines."""
+        """The node's own log (log4j2, INFO): loading, recovery, truncation, cleaner lines."""
         return self.dir / "logs" / "server.log"
 
     @property
@@ -170,11 +182,12 @@ class KafkaNode:
 
 
 class KafkaCluster:
-    """`nodes` combined-mode KRaft nodes on 127.0.0.1, all of them controller voters.
+    """`nodes` KRaft brokers on 127.0.0.1: one combined-mode node, or brokers 1..nodes with a
+    dedicated controller (`controller`, id CONTROLLER_ID) beside them.
 
     Ports, dirs and the cluster id are chosen once, so a stop and a start (or `restart`) come
-    back on the same log dirs and the same bootstrap servers. `heap` is each JVM's -Xmx (it
-    starts at 64 MiB and grows as needed, so idle nodes stay small on a shared machine).
+    back on the same log dirs and the same bootstrap servers. `heap` is each broker JVM's -Xmx
+    (it starts at 64 MiB and grows as needed, so idle nodes stay small on a shared machine).
     """
 
     def __init__(
@@ -192,15 +205,24 @@ class KafkaCluster:
         self.cluster_id = cluster_id or random_cluster_id()
         self.heap = heap
         self.jvm_options = jvm_options
-        ports = free_ports(2 * nodes)
-        self.nodes: dict[int, KafkaNode] = {}
-        for i in range(nodes):
-            node_id = i + 1
-            node_dir = self.root / f"node-{node_id}"
-            log_dirs = [node_dir / f"log-{j}" for j in range(log_dirs_per_node)]
-            self.nodes[node_id] = KafkaNode(
-                node_id, ports[2 * i], ports[2 * i + 1], node_dir, log_dirs
+        ports = iter(free_ports(nodes + 1))
+        self.controller: KafkaNode | None = None
+        self.nodes: dict[int, KafkaNode] = {}  # the brokers, by node id
+        if nodes > 1:
+            cdir = self.root / "controller"
+            self.controller = KafkaNode(
+                CONTROLLER_ID, "controller", None, next(ports), cdir, [cdir / "metadata"]
             )
+        for node_id in range(1, nodes + 1):
+            ndir = self.root / f"node-{node_id}"
+            log_dirs = [ndir / f"log-{j}" for j in range(log_dirs_per_node)]
+            if self.controller is None:
+                node = KafkaNode(
+                    node_id, "broker,controller", next(ports), next(ports), ndir, log_dirs
+                )
+            else:
+                node = KafkaNode(node_id, "broker", next(ports), None, ndir, log_dirs)
+            self.nodes[node_id] = node
         replicas = min(3, nodes)
         self.configs: dict[str, str] = {
             "offsets.topic.replication.factor": str(replicas),
@@ -224,6 +246,7 @@ class KafkaCluster:
 
     @property
     def node_ids(self) -> list[int]:
+        """The brokers' node ids (the replica ids of a topic's partitions)."""
         return sorted(self.nodes)
 
     @property
@@ -232,7 +255,7 @@ class KafkaCluster:
 
     @property
     def log_dirs(self) -> list[Path]:
-        """Every node's log dirs, by node id."""
+        """Every broker's log dirs, by node id."""
         return [d for n in self.nodes.values() for d in n.log_dirs]
 
     def client_config(self, **extra: object) -> dict[str, object]:
@@ -240,27 +263,42 @@ class KafkaCluster:
         return {"bootstrap.servers": self.bootstrap_servers, "logger": quiet_logger(), **extra}
 
     def admin(self):
-        """A confluent-kafka AdminClient for this cluster."""
+        """A confluent-kafka AdminClient for this cluster. Keep it in a variable until its futures
+        are done: a client collected early fails them with "Broker handle destroyed"."""
         from confluent_kafka.admin import AdminClient
 
         return AdminClient(self.client_config())
 
     # -- lifecycle --------------------------------------------------------------------------------
 
+    def _all_nodes(self) -> list[KafkaNode]:
+        """The controller first (brokers register with it), then the brokers."""
+        return ([self.controller] if self.controller else []) + list(self.nodes.values())
+
     def _properties(self, node: KafkaNode) -> str:
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
+        voters = [n for n in self._all_nodes() if "controller" in n.roles]
+        listeners = []
+        if node.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{node.port}")
+        if node.controller_port is not None:
+            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": node.roles,
             "node.id": str(node.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "controller.quorum.voters": ",".join(
+                f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in voters
+            ),
+            "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": ",".join(map(str, node.log_dirs)),
-            **self.configs,
         }
+        if node.is_broker:
+            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.port}"
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+        # The same configs for every node: the controller applies some of them too
+        # (num.partitions and default.replication.factor at CreateTopics, the session timeout).
+        props.update(self.configs)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def _write_config(self, node: KafkaNode) -> None:
@@ -270,7 +308,7 @@ class KafkaCluster:
     def format(self) -> None:
         """Format the log dirs of every node not formatted yet (StorageTool, one JVM per node,
         run side by side). `start` does it too; call it alone to prepare dirs beforehand."""
-        todo = [n for n in self.nodes.values() if not n.formatted]
+        todo = [n for n in self._all_nodes() if not n.formatted]
         procs = []
         for node in todo:
             self._write_config(node)
@@ -298,25 +336,26 @@ class KafkaCluster:
         self, configs: Mapping[str, object] | None = None, *, timeout: float = START_TIMEOUT_S
     ) -> KafkaCluster:
         """Start every node that is not running (formatting first where needed), with `configs`
-        added to the broker configs, and wait until the admin client sees all of them."""
+        added to the broker configs, and wait until the admin client sees every broker."""
         self.configs.update({k: str(v) for k, v in (configs or {}).items()})
         self.format()
-        for node in self.nodes.values():
+        for node in self._all_nodes():
             if not node.running:
                 self._launch(node)
         self.wait_ready(timeout=timeout)
         return self
 
     def start_node(self, node_id: int, *, timeout: float = START_TIMEOUT_S) -> None:
-        """Start one node again (after `kill` or `stop_node`) and wait until it serves."""
+        """Start one broker again (after `kill` or `stop_node`) and wait until it serves."""
         self._launch(self.nodes[node_id])
         self.wait_ready(timeout=timeout)
 
     def _launch(self, node: KafkaNode) -> None:
         self._write_config(node)
+        heap = self.heap if node.is_broker else CONTROLLER_HEAP
         cmd = java_command(
             MAIN, str(node.config_file), log_dir=node.dir / "logs",
-            jvm_options=(f"-Xmx{self.heap}", "-Xms64m", *self.jvm_options),
+            jvm_options=(f"-Xmx{heap}", "-Xms64m", *self.jvm_options),
         )  # fmt: skip
         with open(node.stdout_file, "ab") as out:
             node.process = subprocess.Popen(
@@ -324,22 +363,21 @@ class KafkaCluster:
             )
 
     def wait_ready(self, *, timeout: float = START_TIMEOUT_S) -> None:
-        """Wait until the cluster's metadata lists every running node as an (unfenced) broker."""
+        """Wait until the cluster's metadata lists every running broker as an (unfenced) broker;
+        a node that exits meanwhile fails at once with its log's last lines."""
         from confluent_kafka import KafkaException
 
         admin = self.admin()
         deadline = time.monotonic() + timeout
-        want = {n.node_id for n in self.nodes.values() if n.running}
+        started = [n for n in self._all_nodes() if n.running]
+        want = {n.node_id for n in started if n.is_broker}
         while True:
-            for node in self.nodes.values():
-                if (
-                    node.process is not None
-                    and node.process.poll() is not None
-                    and node.node_id in want
-                ):
+            for node in started:
+                if not node.running:
                     raise KafkaClusterError(
-                        f"Kafka node {node.node_id} exited {node.process.returncode} while starting; "
-                        f"{node.log_file}:\n{_tail(node.log_file)}\n{_tail(node.stdout_file)}"
+                        f"Kafka node {node.node_id} exited {node.process.returncode} while "
+                        f"starting; {node.log_file}:\n{_tail(node.log_file)}\n"
+                        f"{_tail(node.stdout_file)}"
                     )
             try:
                 if want <= set(admin.list_topics(timeout=2).brokers):
@@ -347,22 +385,24 @@ class KafkaCluster:
             except KafkaException:
                 pass
             if time.monotonic() > deadline:
-                node = self.nodes[min(want)] if want else next(iter(self.nodes.values()))
+                node = self.nodes[min(want)] if want else started[0]
                 raise KafkaClusterError(
-                    f"Kafka nodes {sorted(want)} did not all answer within {timeout:.0f} s; "
+                    f"Kafka brokers {sorted(want)} did not all answer within {timeout:.0f} s; "
                     f"{node.log_file}:\n{_tail(node.log_file)}"
                 )
             time.sleep(0.2)
 
     def stop_node(self, node_id: int, *, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM one node and wait for its clean shutdown."""
+        """SIGTERM one broker and wait for its clean shutdown."""
         self._stop([self.nodes[node_id]], timeout)
 
     def stop(self, *, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM every running node at once (their controlled shutdowns need the quorum that
-        they form) and wait until all have exited. Kafka writes `.kafka_cleanshutdown` into each
-        log dir as it closes them."""
+        """SIGTERM every running broker at once and wait until all have exited, then the
+        dedicated controller (it approves the brokers' controlled shutdowns). Kafka writes
+        `.kafka_cleanshutdown` into each log dir as it closes them."""
         self._stop([n for n in self.nodes.values() if n.running], timeout)
+        if self.controller is not None and self.controller.running:
+            self._stop([self.controller], timeout)
 
     def _stop(self, nodes: list[KafkaNode], timeout: float) -> None:
         for node in nodes:
@@ -385,8 +425,11 @@ class KafkaCluster:
             )
 
     def kill(self, node_id: int) -> None:
-        """SIGKILL one node (kill -9: no clean shutdown) and reap it."""
-        node = self.nodes[node_id]
+        """SIGKILL one broker (kill -9: no clean shutdown) and reap it."""
+        self._kill(self.nodes[node_id])
+
+    @staticmethod
+    def _kill(node: KafkaNode) -> None:
         if node.running:
             node.process.kill()
             node.process.wait()
@@ -403,8 +446,8 @@ class KafkaCluster:
         try:
             self.stop()
         finally:
-            for node in self.nodes.values():
-                self.kill(node.node_id)
+            for node in self._all_nodes():
+                self._kill(node)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

@@ -1,4 +1,4 @@
-"""The live three-node KRaft cluster (tests/kafka_cluster.py): a replicated topic reaches an ISR of
+"""The live three-broker KRaft cluster (tests/kafka_cluster.py): a replicated topic reaches an ISR of
 three, and a consumer still reads every record after the leader is killed with SIGKILL."""
 
 from __future__ import annotations
