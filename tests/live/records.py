@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.kafka_cluster import KafkaCluster
@@ -43,12 +43,14 @@ def consume_all(
         cluster.client_config(**{"group.id": "kafkalog-tests", "enable.auto.commit": False})
     )
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        end = high if end is None else end
-        consumer.assign([TopicPartition(topic, partition, low)])
+        if end is None:
+            low, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            if low == end:
+                return []
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         out: list[tuple[int, bytes | None, bytes | None]] = []
         deadline = time.monotonic() + timeout
-        while (out[-1][0] + 1 if out else low) < end:
+        while not out or out[-1][0] + 1 < end:
             assert time.monotonic() < deadline, f"read {len(out)} of {topic} up to {end}"
             msg = consumer.poll(1.0)
             if msg is None:
