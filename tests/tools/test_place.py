@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from kafkalog_core.log.checkpoints import (
 from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.tools.check_logdir import check_log_dir
 from kafkalog_core.tools.cli import main
-from kafkalog_core.tools.place import place
+from kafkalog_core.tools.place import broker_locks, place
 from tests.killer import killed_run, read_steps
 from tests.log.test_cluster_metadata import (
     DIR_A,
@@ -189,18 +188,39 @@ def test_a_partition_the_broker_never_created_a_dir_for_is_placed_too(
     placed_partition_is_the_output(broker, output, 1)
 
 
-def hold_lock(path: Path) -> subprocess.Popen:
-    """Another process holding an fcntl lock on `path`, as a running broker's FileLock does."""
-    code = (
-        "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
-        "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-    return holder
+# Kafka's FileLock: FileChannel.open(CREATE, READ, WRITE), then tryLock() (an fcntl lock on Linux)
+JAVA_FILE_LOCK = """
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+
+public class HoldLock {
+    public static void main(String[] args) throws Exception {
+        FileChannel channel = FileChannel.open(Path.of(args[0]), StandardOpenOption.CREATE,
+            StandardOpenOption.READ, StandardOpenOption.WRITE);
+        System.out.println(channel.tryLock() == null ? "busy" : "locked");
+        System.out.flush();
+        Thread.sleep(60_000);
+    }
+}
+"""
+
+
+def java_lock(path: Path, tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    """A JVM taking `path`'s lock as a broker does; (the process, "locked" or "busy")."""
+    source = tmp_path / "HoldLock.java"
+    source.write_text(JAVA_FILE_LOCK)
+    java = subprocess.Popen(["java", str(source), str(path)], stdout=subprocess.PIPE, text=True)
+    assert java.stdout is not None
+    return java, java.stdout.readline().strip()
+
+
+def test_a_broker_cannot_start_while_place_holds_its_lock(broker: Path, tmp_path: Path) -> None:
+    with broker_locks([broker], create=True):
+        java, state = java_lock(broker / ".lock", tmp_path)
+        java.kill()
+        java.wait()
+    assert state == "busy"
 
 
 def _stale_records(path: Path) -> None:
@@ -241,7 +261,8 @@ def test_bad_input_is_one_line_and_changes_nothing(
     args = [str(output), str(broker), "--topic", "orders", "--apply"]
     holder = None
     if case == "running":
-        holder = hold_lock(broker / ".lock")
+        holder, state = java_lock(broker / ".lock", tmp_path)
+        assert state == "locked"
     elif case == "records":
         _stale_records(broker)
     elif case == "id":
