@@ -351,3 +351,34 @@ def test_killed_at_every_step_then_rerun_gives_the_uninterrupted_result(
     kinds = {line.split(" ")[0] for line in read_steps(log)}
     # the swap of the staged and the empty dir is one renameat2 call, no step of its own
     assert {"mkdir", "open", "replace", "unlink", "rmdir"} <= kinds, kinds
+
+
+def test_a_partition_goes_to_the_log_dir_the_controller_assigned(
+    output: Path, tmp_path: Path
+) -> None:
+    """Two log dirs of broker 1 (JBOD) and a metadata log dir of its own (--metadata-dir): with
+    no partition dir yet, each partition goes where PartitionRecord.Directories says."""
+    second = uuid.UUID("66666666-7777-4888-9999-aaaaaaaaaaaa")
+    records = [
+        topic_record("orders", ORDERS_ID),
+        created(0, [1], directories=[DIR_A]),
+        created(1, [1], directories=[second]),
+        config_record("index.interval.bytes", "200"),
+    ]
+    metadata = make_broker(tmp_path / "metadata", records=records)
+    first = make_broker(tmp_path / "first", records=[])
+    other = make_broker(tmp_path / "second", records=[])
+    for path in (first, other):
+        shutil.rmtree(path / "__cluster_metadata-0")
+        for p in range(2):
+            shutil.rmtree(path / f"orders-{p}")
+    meta = MetaProperties(version=1, cluster_id=CLUSTER, node_id=1, directory_id=second)
+    meta.write(other / "meta.properties")
+    status, out, err = cli(
+        str(output), str(first), str(other), "--topic", "orders", "--metadata-dir",
+        str(metadata), "--apply",
+    )  # fmt: skip
+    assert (status, err) == (0, ""), out
+    placed_partition_is_the_output(first, output, 0)
+    placed_partition_is_the_output(other, output, 1)
+    assert not (first / "orders-1").exists() and not (other / "orders-0").exists()
