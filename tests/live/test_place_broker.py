@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,16 @@ from confluent_kafka import (
 from jobs import demo, ingest
 from jobs.ingestion.config.ingest_config import IngestConfig
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.checkpoints import topic_id_to_str
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile, topic_id_to_str
 from kafkalog_core.log.cluster_metadata import read_cluster_metadata
 from kafkalog_core.log.names import live_partition_dirs
 from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.tools.cli import main
-from kafkalog_core.tools.place import run_place
+from kafkalog_core.tools.place import place, run_place
 from tests.kafka_cluster import KafkaCluster
+from tests.killer import killed_run, read_steps
 from tests.live.records import create_topic
+from tests.log.test_recovery import write_log
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 EVENTS = {codec: f"events-{codec}" for codec in CODECS}
@@ -234,3 +237,53 @@ def test_a_new_record_lands_at_the_next_offset_and_a_restart_serves_it_all(
     assert served[:end] == placed[(topic, 0)]
     assert served[end][0] == end and served[end][3:] == (b"new", b"after the load", [("h", b"1")])
     check_served(kafka_broker, {k: v for k, v in placed.items() if k != (topic, 0)})
+
+
+@pytest.fixture(scope="module")
+def broker_configs() -> dict[str, object]:
+    """A `-delete` dir found at startup is deleted at the broker's first log-deletion pass, a
+    second after the start instead of 30 s (log.initial.task.delay.ms) plus 60 s
+    (log.segment.delete.delay.ms)."""
+    return {"log.initial.task.delay.ms": 1000, "log.segment.delete.delay.ms": 0}
+
+
+def place_topic(output: str, log_dir: str, topic: str) -> None:
+    place(output, [log_dir], [topic], apply=True)
+
+
+def test_a_killed_place_leaves_a_dir_the_broker_discards_and_a_rerun_places_it(
+    kafka_broker, placed, tmp_path
+) -> None:
+    """Killed while copying; the broker, started before a rerun, serves the topic's empty
+    partition and deletes the staged copy itself; stopped again, a rerun places it."""
+    topic = "late"
+    create_topic(kafka_broker, topic, 1, **KEEP)
+    output = tmp_path / "output"
+    end = write_log(output / f"{topic}-0", 50).log_end_offset
+    OffsetCheckpointFile(output / "replication-offset-checkpoint").write({(topic, 0): end})
+    (node,) = kafka_broker.nodes.values()
+    log_dir = node.log_dirs[0]
+    kafka_broker.stop()
+    steps = tmp_path / "steps.log"
+    args = (str(output), str(log_dir), topic)
+    assert not killed_run(place_topic, *args, log=steps, after=5, under=log_dir)
+    staged = log_dir / f"{topic}-0.kafkalog-staged-delete"
+    assert read_steps(steps)[-1].startswith(f"replace {staged}/")  # killed inside the copy
+    kafka_broker.start()
+    deadline = time.monotonic() + 60
+    while staged.exists():
+        assert time.monotonic() < deadline, "the broker kept the staged dir"
+        time.sleep(0.2)
+    consumer = Consumer(kafka_broker.client_config(**{"group.id": "place-late"}))
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (0, 0)
+    finally:
+        consumer.close()
+    kafka_broker.stop()
+    place_topic(*args)
+    kafka_broker.start()
+    served = read_everything(kafka_broker, topic, 0, end)
+    assert [(r[0], r[3], r[4]) for r in served] == [
+        (r[0], r[3], r[4]) for r in kafkalogs_records(log_dir / f"{topic}-0")
+    ]
+    assert len(served) == end == 50
