@@ -185,8 +185,8 @@ def broker_locks(log_dirs: Sequence[Path], *, create: bool) -> Iterator[None]:
     try:
         for log_dir in log_dirs:
             path = log_dir / LOCK_FILE
-            if not create and not path.exists():
-                continue
+            if not log_dir.is_dir() or (not create and not path.exists()):
+                continue  # a missing log dir is refused by the plan
             fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
             fds.append(fd)
             try:
@@ -556,7 +556,8 @@ def place(
 ) -> PlacePlan:
     """Plan (and with `apply`, carry out) the placement under the brokers' locks."""
     dirs = [Path(d) for d in log_dirs]
-    with broker_locks(dirs, create=apply):
+    locked = dirs if metadata_dir is None else [*dirs, Path(metadata_dir)]
+    with broker_locks(locked, create=apply):
         plan = plan_place(
             output_root,
             dirs,

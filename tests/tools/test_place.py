@@ -382,3 +382,10 @@ def test_a_partition_goes_to_the_log_dir_the_controller_assigned(
     placed_partition_is_the_output(first, output, 0)
     placed_partition_is_the_output(other, output, 1)
     assert not (first / "orders-1").exists() and not (other / "orders-0").exists()
+
+
+def test_a_log_dir_that_does_not_exist_is_one_line(output: Path, tmp_path: Path) -> None:
+    status, out, err = cli(str(output), str(tmp_path / "nowhere"), "--topic", "orders", "--apply")
+    assert (status, out) == (1, "")
+    assert err == f"kafkalog: error: broker log dir {tmp_path / 'nowhere'} does not exist\n"
+    assert not (tmp_path / "nowhere").exists()
