@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -258,6 +259,7 @@ def run(
     `assume_defaults`: let `apply` delete by Kafka's defaults where nothing knows a topic's
     deletion settings (else it refuses those topics before any change)."""
     check_quarantine_suffix(quarantine_suffix)  # before the Spark work, not in every task
+    require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )

@@ -75,11 +75,43 @@ def session_builder(app_name: str, driver_memory: str = "2g"):
     )
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS's pick of an ephemeral one)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"  # pyspark's connect jar
+
+
 @pytest.fixture(scope="session")
 def spark():
-    """One local SparkSession for the whole run."""
-    session = session_builder("kafkalog-tests").getOrCreate()
+    """One local SparkSession for the whole run. Its JVM also serves Spark Connect (pyspark's
+    own plugin, on a free port): `connect` sessions run on the same local[2] at no start-up
+    cost, their Python workers this interpreter as the classic session's."""
+    port = free_port()
+    session = (
+        session_builder("kafkalog-tests")
+        .config("spark.plugins", CONNECT_PLUGIN)
+        .config("spark.connect.grpc.binding.port", str(port))
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
+    session.kafkalog_connect_url = f"sc://localhost:{port}"  # type: ignore[attr-defined]
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect(spark):
+    """A Spark Connect client session on the run's local server (`spark`'s JVM): no
+    SparkContext, no RDDs, no JVM handles, as a cluster's Connect endpoint gives."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(spark.kafkalog_connect_url).create()
     yield session
     session.stop()
 
