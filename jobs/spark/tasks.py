@@ -53,9 +53,11 @@ def is_connect(spark: SparkSession) -> bool:
 
 
 def _setting(spark: SparkSession, key: str) -> str | None:
+    """A setting as the session resolves it, its default included (None when it has none).
+    No default is passed: a classic session would return that one for any setting not set."""
     try:
-        value = spark.conf.get(key, None)
-    except Exception:  # noqa: BLE001 - a server that refuses to say: the caller's default
+        value = spark.conf.get(key)
+    except Exception:  # noqa: BLE001 - unset without a default, or a server that will not say
         return None
     return None if value in (None, "") else str(value)
 

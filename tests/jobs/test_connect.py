@@ -255,3 +255,36 @@ def test_an_output_root_the_client_cannot_reach_is_one_line(connect, source, tmp
         line = str(caught.value)
         assert "\n" not in line and f"cannot write beside output root {root}" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.spark
+def test_parallelism_and_split_size_come_from_the_session_settings(spark, connect):
+    """What the jobs read through spark.conf equals what the classic JVM resolves."""
+    from jobs.spark.tasks import byte_setting, default_parallelism
+
+    key = "spark.sql.files.maxPartitionBytes"
+    jvm_bytes = int(spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
+    for kind, session in _sessions(spark, connect):
+        assert default_parallelism(session) == spark.sparkContext.defaultParallelism, kind
+        assert byte_setting(session, key, 0) == jvm_bytes, kind
+
+
+@pytest.mark.spark
+def test_a_task_error_is_one_line_from_a_connect_client(spark, connect):
+    """A data error in a task crosses Spark Connect's error channel as the same one line."""
+    import pyarrow as pa
+
+    from jobs.maintenance.common import MaintenanceError, run_units
+
+    def task(unit):
+        from kafkalog_core.errors import CorruptRecordError
+
+        raise CorruptRecordError(f"bad batch at offset {unit['bytes']}")
+
+    schema = pa.schema([("dir", pa.string())])
+    lines = {}
+    for kind, session in _sessions(spark, connect):
+        with pytest.raises(MaintenanceError) as caught:
+            run_units(session, [{"dir": "events-0", "bytes": 7}], task, schema)
+        lines[kind] = str(caught.value)
+    assert lines["connect"] == lines["classic"] == "events-0: bad batch at offset 7"
