@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "tests/jobs/test_spark_submit.py",
     "tests/notebooks/test_explore.py",
     "tests/datasource/test_write.py",
+    "tests/jobs/test_connect.py",
     "tests/jobs/test_ingest_errors.py",
     "tests/jobs/test_arrow_reader.py",
 )
