@@ -22,6 +22,10 @@
 #   and executors use the numpy path: same bytes, slower); KAFKALOG_PACKED_ENV=URI ships a
 #   prebuilt archive (e.g. one uploaded to HDFS). A spark.pyspark.python of your own wins.
 # See docs/cluster.md for YARN and Kubernetes.
+#
+# --remote sc://HOST:15002 (anywhere on the line, or SPARK_REMOTE in the environment) runs the
+# job as a Spark Connect client of that server: plain Python, no local JVM, no spark-submit;
+# the server's Python workers must import kafkalog (docs/cluster.md, "Spark Connect").
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +38,7 @@ JOB     a job file (jobs/ingest.py) or name (ingest = jobs/ingest.py)
 jobs:   $(available_jobs)
 
 spark-submit options before JOB are passed through (--master, --conf k=v, --packages, ...).
+--remote sc://HOST:PORT (or SPARK_REMOTE): run JOB as a Spark Connect client of that server.
 Environment: SPARK_CONF_DIR (default conf/), KAFKALOG_VENV, KAFKALOG_PYTHON,
              KAFKALOG_PY_FILES=1 (ship kafkalog as --py-files even on a local master),
              KAFKALOG_PACKED_ENV=0|URI (non-local masters: no packed environment for the
@@ -67,6 +72,7 @@ deploy_mode=""
 py_files=""   # the user's --py-files / --archives: merged with ours (spark-submit keeps the last)
 archives=""
 own_python=0  # the user set spark.pyspark.python: they ship their own environment
+connect="${SPARK_REMOTE:-}"  # a Spark Connect server's URL: run as its client
 job=""
 
 # One spark-submit option and its value: remembered where it matters, passed through otherwise.
@@ -74,6 +80,7 @@ take_option() {
   case "$1" in
     --master) master="$2" ;;
     --deploy-mode) deploy_mode="$2" ;;
+    --remote) connect="$2" && return ;;
     --py-files) py_files="$2" && return ;;
     --archives) archives="$2" && return ;;
     --conf | -c) case "$2" in spark.pyspark.python=*) own_python=1 ;; esac ;;
@@ -117,6 +124,23 @@ if [ -z "$job" ]; then
   exit 2
 fi
 
+# --remote after JOB too (./spark-submit.sh ingest --remote sc://host:15002 --config ...).
+job_args=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --remote=*) connect="${1#*=}" && shift ;;
+    --remote)
+      if [ "$#" -lt 2 ]; then
+        echo "kafkalog: --remote needs a Spark Connect URL (sc://host:15002)" >&2
+        exit 2
+      fi
+      connect="$2" && shift 2
+      ;;
+    *) job_args+=("$1") && shift ;;
+  esac
+done
+set -- ${job_args[@]+"${job_args[@]}"}
+
 # Resolve the job: an existing file, else a name under jobs/ (rebuild-index = jobs/rebuild_index.py).
 module="${job//-/_}"
 if [ -f "$job" ]; then
@@ -131,6 +155,17 @@ fi
 # shellcheck source=conf/venv.sh
 . "$root/conf/venv.sh"
 kafkalog_ensure_venv
+
+if [ -n "$connect" ]; then  # a Spark Connect client: the job in this venv's Python, no JVM here
+  if [ "${#spark_args[@]}" -gt 0 ]; then
+    echo "kafkalog: spark-submit options (${spark_args[*]}) do not apply to a Spark Connect client; the server has its own settings" >&2
+    exit 2
+  fi
+  export SPARK_REMOTE="$connect"
+  export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+  cd "$root"
+  exec "$kafkalog_venv/bin/python" "$job_file" "$@"
+fi
 kafkalog_check_java
 
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$kafkalog_venv/bin/python}"

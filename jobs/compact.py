@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.ingestion.run.meta import meta_root
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -235,6 +236,7 @@ def run(
     """Clean (with `apply`) or report every compacted partition; the report and the summary.
     `settings` are the broker's cleaner settings (dedupe buffer, I/O buffers, producer expiry)."""
     settings.check()
+    require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )

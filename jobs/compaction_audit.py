@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.audit_stages import (
     AGE_LABELS,
     KEY_BUCKETS,
@@ -55,6 +56,7 @@ from jobs.maintenance.common import (
 from jobs.maintenance.report import newest_run, write_report
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
+from jobs.spark.tasks import PAIRS, default_parallelism, from_pairs, shuffled, to_pairs
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.checkpoints import (
@@ -175,6 +177,7 @@ def run(
     """Audit every compacted partition (every partition with `all_topics`); read-only.
     `compact_report`: the compact job's report table; the HTML page then shows its newest
     run's before and after."""
+    require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -196,7 +199,7 @@ def run(
                 spark, units, state_task(options), STATE_SCHEMA, tasks=tasks
             ).to_pylist()
         }
-        slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+        slots = tasks or max(1, default_parallelism(spark) * 2)
         units = plan_slices(
             units,
             lambda u: [
@@ -253,30 +256,39 @@ def _audit_records(
         for u in units
     ]
     total = sum(int(u.get("bytes") or 0) for u in units)
-    shuffle = max(spark.sparkContext.defaultParallelism, -(-total // KEY_TASK_BYTES))
-    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
-    groups = [json.dumps(g) for g in deal_units(units, slots)]
+    cores = default_parallelism(spark)
+    shuffle = max(cores, -(-total // KEY_TASK_BYTES))
+    groups = [json.dumps(g) for g in deal_units(units, tasks or max(1, cores * 2))]
+    decode = decode_task(str(root), now_ms, shuffle)
+
+    def decode_stage(batches):
+        for batch in batches:
+            yield from to_pairs(decode(groups[i] for i in batch.column(0).to_pylist()))
+
+    def key_stage(batches):
+        yield from to_pairs(key_task(from_pairs(batches)))
+
+    def freed_stage(batches):
+        pairs = ((tp, ("", text.encode())) for tp, text in freed_task(from_pairs(batches)))
+        yield from to_pairs(pairs)
+
     try:
         with task_failure_log(spark):
-            partials = (
-                spark.sparkContext.parallelize(groups, len(groups))
-                .mapPartitions(decode_task(str(root), now_ms, shuffle))
-                .partitionBy(shuffle, _exact)
-                .mapPartitions(key_task)
-                .partitionBy(shuffle, _exact)
-                .mapPartitions(freed_task)
-                .collect()
+            keyed = spark.range(0, len(groups), 1, len(groups)).mapInArrow(decode_stage, PAIRS)
+            sums = shuffled(keyed, shuffle).mapInArrow(key_stage, PAIRS)
+            freed = shuffled(sums, shuffle).mapInArrow(freed_stage, PAIRS).toArrow()
+        partials = list(
+            zip(
+                freed.column("key").to_pylist(),
+                [p.decode() for p in freed.column("payload").to_pylist()],
+                strict=True,
             )
+        )
         return merge_partials(partials)
     except KafkaLogError:
         raise
     except Exception as error:  # a Spark failure: our own one-line error if any
         raise MaintenanceError(str(task_error(error))) from None
-
-
-def _exact(bucket: int) -> int:
-    """Shuffle placement: bucket (or tp) number = partition number, modulo the partitions."""
-    return bucket
 
 
 def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:

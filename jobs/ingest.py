@@ -72,6 +72,7 @@ from jobs.ingestion.mapping.structured import structured_values
 from jobs.ingestion.ranges.bounds import task_routing
 from jobs.ingestion.relayout.shares import relayout, spark_runner
 from jobs.ingestion.run.history import IngestHistory, format_summary
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.ingestion.source.arrow_reader import ArrowReadPlan, plan_arrow_read
 from jobs.ingestion.source.splits import spark_tasks
 from jobs.ingestion.source.table_files import source_files
@@ -95,6 +96,7 @@ from jobs.schemas.resolve import forget_resolved_encodings
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
+from jobs.spark.tasks import byte_setting, default_parallelism, input_splits
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.partition.append import batch_options_for
 
@@ -156,12 +158,14 @@ def _range_sorted(
     return ranged, routing.partition_starts
 
 
-def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int) -> str:
+def choose_write_mode(config: IngestConfig, tasks: int | None, splits: int | None) -> str:
     """`range` or `direct` for this run (see `write_mode_choice`)."""
     return write_mode_choice(config, tasks, splits)[0]
 
 
-def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> tuple[str, str]:
+def write_mode_choice(
+    config: IngestConfig, tasks: int | None, splits: int | None
+) -> tuple[str, str]:
     """(`range` or `direct`, why) for this run (see `IngestConfig.write_mode`); the summary
     prints the why, so no fall-back is silent.
 
@@ -193,8 +197,9 @@ def write_mode_choice(config: IngestConfig, tasks: int | None, splits: int) -> t
             f"auto: {partitions} partitions, more than the direct mode's {DIRECT_MAX_PARTITIONS} "
             "(a direct task keeps a log open per partition)"
         )
+    counted = "" if splits is None else f"{splits} input splits and "
     return "direct", (
-        f"auto: source order, {splits} input splits and {partitions} partitions (no shuffle; "
+        f"auto: source order, {counted}{partitions} partitions (no shuffle; "
         "the splits' shares laid out as one writer afterwards, so any split count)"
     )
 
@@ -249,10 +254,7 @@ def _arrow_read_plan(
 
 def _max_split_bytes(spark: SparkSession) -> int:
     """spark.sql.files.maxPartitionBytes as the session resolves it (units allowed)."""
-    try:
-        return int(spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
-    except Exception:  # noqa: BLE001 - a Spark without that accessor: Spark's default
-        return 128 << 20
+    return byte_setting(spark, "spark.sql.files.maxPartitionBytes", 128 << 20)
 
 
 def _reachable_partitions(config: IngestConfig) -> int | None:
@@ -280,7 +282,7 @@ def _spark_rows(
     tasks partition and check the rows they receive (`checked_records`), so Python sees each
     row once instead of twice (the murmur2 UDF, then the write).
     """
-    splits = source.df.rdd.getNumPartitions()
+    splits = input_splits(source.df)
     choice = mode, _ = write_mode_choice(config, tasks, splits)
     if mode == "direct" and config.reject_path is None:
         return prepare_records(source.df, config), None, choice, frozenset()
@@ -293,7 +295,7 @@ def _spark_rows(
     if mode == "direct":
         # No shuffle: the one write pass runs over the input splits in source order.
         return records.select(*columns), rejects, choice, frozenset()
-    tasks = tasks or max(spark.sparkContext.defaultParallelism, splits)
+    tasks = tasks or max(default_parallelism(spark), splits or 0)
     ordered = records.select(*columns, ORDER_COLUMN)
     ranged, starts = _range_sorted(ordered, tasks, source.df, config)
     return ranged, rejects, choice, starts
@@ -375,6 +377,7 @@ def run(
         timings[name] = int((now - clock) * 1000)
         clock = now
 
+    require_shared_root(spark, root)  # a Connect client: the server's tasks see it too
     with open_run(root, run_id) as opened:
         if opened.recovered:
             out(f"kafkalog: an interrupted publish was {opened.recovered}")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.ingestion.commit.publish import recover_interrupted_publish
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -51,6 +52,7 @@ from jobs.maintenance.common import (
     segment_sizes,
 )
 from jobs.maintenance.report import write_report
+from jobs.spark.tasks import default_parallelism
 from kafkalog_core.log.names import QUARANTINE_FILE_SUFFIX, check_quarantine_suffix
 from kafkalog_core.maintenance.rebuild import rebuild_partition
 from kafkalog_core.maintenance.verify import verify_partition
@@ -178,6 +180,7 @@ def run(
         raise MaintenanceError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
     if rebuild_all and mode != "rebuild":
         raise MaintenanceError("--all rebuilds every index: it needs --mode rebuild")
+    require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )
@@ -194,7 +197,7 @@ def run(
             for r in setup.refs
         ]
         segments = segment_sizes(spark, setup.root, units, tasks=tasks)
-        slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
+        slots = tasks or max(1, default_parallelism(spark) * 2)
         units = plan_slices(
             units, lambda u: segments.get(u["dir"], []), slots, split=mode == "verify"
         )

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
@@ -291,6 +292,7 @@ def run(
     remote storage of tiered partitions; `accept_unknown_uploads`: let `apply` delete tiered
     topics' segments by their local settings without it (else it refuses them)."""
     check_quarantine_suffix(quarantine_suffix)  # before the Spark work, not in every task
+    require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
     )

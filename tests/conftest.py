@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "tests/jobs/test_spark_submit.py",
     "tests/notebooks/test_explore.py",
     "tests/datasource/test_write.py",
+    "tests/jobs/test_connect.py",
     "tests/jobs/test_ingest_errors.py",
     "tests/jobs/test_arrow_reader.py",
 )
@@ -87,17 +88,49 @@ def session_builder(app_name: str, driver_memory: str = "2g", jar_groups: tuple[
     )
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (the OS's pick of an ephemeral one)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"  # pyspark's connect jar
+
+
 @pytest.fixture(scope="session")
 def spark():
-    """One local SparkSession for the whole run, with SPARK_JAR_GROUPS on its class path."""
+    """One local SparkSession for the whole run, with SPARK_JAR_GROUPS on its class path. Its JVM
+    also serves Spark Connect (pyspark's own plugin, on a free port): `connect` sessions run on
+    the same local[2] at no start-up cost, their Python workers this interpreter as the classic
+    session's."""
     from tests import jvm_deps
 
+    port = free_port()
     try:
         builder = session_builder("kafkalog-tests", jar_groups=SPARK_JAR_GROUPS)
     except jvm_deps.JvmDepsUnavailable as e:
         pytest.fail(str(e), pytrace=False)
-    session = builder.getOrCreate()
+    session = (
+        builder.config("spark.plugins", CONNECT_PLUGIN)
+        .config("spark.connect.grpc.binding.port", str(port))
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
+    session.kafkalog_connect_url = f"sc://localhost:{port}"  # type: ignore[attr-defined]
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect(spark):
+    """A Spark Connect client session on the run's local server (`spark`'s JVM): no
+    SparkContext, no RDDs, no JVM handles, as a cluster's Connect endpoint gives."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(spark.kafkalog_connect_url).create()
     yield session
     session.stop()
 

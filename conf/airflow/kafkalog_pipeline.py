@@ -17,12 +17,18 @@ Settings come from Airflow Variables (defaults in brackets):
   kafkalog_changelog_config [none]: a config with `source.changes: cdf` (as
                            conf/ingest-changelog.yaml): the `ingest_changelog` task then ingests
                            the Delta table's changes since the last run, as upserts and tombstones
-and the Spark connection `spark_default` (e.g. master local[2], or your cluster).
+  kafkalog_spark_remote   [none]: a Spark Connect server (sc://host:15002): every task then
+                           runs its job as that server's client (`spark-submit.sh JOB --remote
+                           URL`: no spark-submit, no JVM on the Airflow worker; docs/cluster.md,
+                           "Spark Connect")
+and, without kafkalog_spark_remote, the Spark connection `spark_default` (e.g. master local[2],
+or your cluster).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -72,15 +78,28 @@ with DAG(
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "SPARK_CONF_DIR": str(REPO / "conf"),
     }
+    remote = Variable.get("kafkalog_spark_remote", None) or None
     for task_id, (job_file, args) in pipeline(_settings(), AIRFLOW_RUN_ID, AIRFLOW_NOW).items():
-        task = SparkSubmitOperator(
-            task_id=task_id,
-            application=str(REPO / "jobs" / job_file),
-            application_args=list(args),
-            conn_id="spark_default",
-            env_vars=env,
-            name=f"kafkalog-{task_id}",
-        )
+        if remote is not None:  # a Spark Connect client: the job in the repo's venv, no JVM
+            from airflow.providers.standard.operators.bash import BashOperator
+
+            words = [str(REPO / "spark-submit.sh"), str(REPO / "jobs" / job_file)]
+            words += ["--remote", remote, *args]
+            task = BashOperator(
+                task_id=task_id,
+                bash_command=" ".join(shlex.quote(w) for w in words),
+                env=env,
+                append_env=True,
+            )
+        else:
+            task = SparkSubmitOperator(
+                task_id=task_id,
+                application=str(REPO / "jobs" / job_file),
+                application_args=list(args),
+                conn_id="spark_default",
+                env_vars=env,
+                name=f"kafkalog-{task_id}",
+            )
         if previous is not None:
             previous >> task
         previous = task

@@ -1,6 +1,6 @@
 """The compaction audit's Spark pipeline: decode, then a shuffle by key, then a small one by batch.
 
-One Spark job (an RDD job of three stages), one pass over the records:
+One Spark job (three mapInArrow stages, `jobs.spark.tasks`), one pass over the records:
 
 1. decode (per work unit, in the task that reads the segments): the core's record facts,
    chunk by chunk. What needs no other record is settled here, vectorized: the partition's
@@ -8,7 +8,7 @@ One Spark job (an RDD job of three stages), one pass over the records:
    data, transaction markers) a cleaning round removes. Out go narrow keyed records
    (partition, key, offset, size, batch, flags) and one `info` JSON per chunk carrying that
    chunk's per-batch sums and counts.
-2. shuffle by a hash of (partition, key), then the key stage: every record of a key is in one
+2. shuffle by a bucket hashed from (partition, key), then the key stage: every record of a key is in one
    task, so
    the key's latest offset, overall and in the dirty range, is a group-by away; the core's
    `retained_mask` decides each keyed record. Out go per-batch removal sums and per-partition
@@ -20,7 +20,7 @@ Everything that reaches the driver is a handful of JSON partials per partition, 
 No key, record or batch list is ever collected.
 
 Records cross the shuffles as Arrow IPC blobs, one per (chunk, key bucket), placed by bucket
-number: Spark moves a few large byte strings, where a Spark row per record cost more in Arrow
+number (a task may get several buckets): Spark moves a few large byte strings, where a Spark row per record cost more in Arrow
 <-> JVM row conversions than the audit's own work.
 """
 
@@ -102,7 +102,7 @@ Shuffled = tuple[int, tuple[str, bytes]]  # (bucket or tp, (KEYED | INFO | SUMS 
 
 
 def decode_task(log_dir: str, now_ms: int, buckets: int):
-    """mapPartitions body over JSON lists of work units: keyed-record blobs by key bucket
+    """A stage body over JSON lists of work units: keyed-record blobs by key bucket
     (a hash of tp and key, so every record of a key meets in one task) and info blobs."""
 
     def run(texts: Iterator[str]) -> Iterator[Shuffled]:
@@ -196,7 +196,7 @@ def _by_bucket(keyed: pa.Table, buckets: int) -> Iterator[Shuffled]:
 
 
 def key_task(pairs: Iterator[Shuffled]) -> Iterator[Shuffled]:
-    """mapPartitions body after the shuffle by bucket: per tp, its batches' sums (from the
+    """A stage body after the shuffle by bucket: per tp, its batches' sums (from the
     info blobs and from the keyed records this task decided) and its partials."""
     keyed: list[pa.Table] = []
     for _bucket, (kind, blob) in pairs:
@@ -326,7 +326,7 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
 
 
 def freed_task(pairs: Iterator[Shuffled]) -> Iterator[tuple[int, str]]:
-    """mapPartitions body after the shuffle by tp: (tp, JSON partial) - the partials passed
+    """A stage body after the shuffle by tp: (tp, JSON partial) - the partials passed
     on, and per tp the bytes its batches free (all of a batch's sums meet here)."""
     sums: dict[int, list[pa.Table]] = {}
     for tp, (kind, blob) in pairs:

@@ -28,6 +28,7 @@ from jobs.ingestion.run.lock import ReadLock, RunLock
 from jobs.ingestion.run.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
+from jobs.spark.tasks import default_parallelism, run_tasks
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import (
     live_partition_dirs,
@@ -167,29 +168,23 @@ def run_units(
     if not units:
         return schema.empty_table()
 
-    def run_group(texts: Iterator[str]) -> Iterator[bytes]:
+    # each task's units as JSON text, as a task has always seen them (lists, string keys)
+    slots = tasks or max(1, default_parallelism(spark) * 2)
+    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
+
+    def run_group(i: int) -> Iterator[bytes]:
         tables = [schema.empty_table()]
-        for text in texts:
-            for unit in json.loads(text):
-                try:
-                    tables.append(_as_table(task(unit), schema))
-                except KafkaLogError as error:
-                    where = unit.get("dir") or unit.get("path") or unit
-                    raise MaintenanceError(f"{where}: {error}") from None
+        for unit in json.loads(groups[i]):
+            try:
+                tables.append(_as_table(task(unit), schema))
+            except KafkaLogError as error:
+                where = unit.get("dir") or unit.get("path") or unit
+                raise MaintenanceError(f"{where}: {error}") from None
         yield ipc_bytes(pa.concat_tables(tables))
 
-    # An RDD of one JSON text per task, not a DataFrame: the rows are few and small, and a
-    # plain Python RDD job starts in a fraction of a mapInArrow query's time (no planning, no
-    # Arrow round trip through the JVM) - which is most of a small maintenance run.
-    slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
-    groups = [json.dumps(g, sort_keys=True) for g in deal_units(units, slots, weight_key)]
     try:
         with task_failure_log(spark):
-            blobs = (
-                spark.sparkContext.parallelize(groups, len(groups))
-                .mapPartitions(run_group)
-                .collect()
-            )
+            blobs = run_tasks(spark, len(groups), run_group)
         rows = pa.concat_tables([ipc_table(blob) for blob in blobs])
     except KafkaLogError:
         raise

@@ -27,6 +27,22 @@ _OUR_MODULES = (
 DATA_ERROR_PREFIX = "kafkalog: "
 
 
+# A task whose Python cannot import kafkalog (a Spark Connect server's, a cluster's executors').
+_MISSING_PACKAGE = re.compile(
+    r"ModuleNotFoundError: No module named '((?:kafkalog_core|jobs|pyspark_kafkalog)[\w.]*)'"
+)
+
+
+def missing_package_line(module: str) -> str:
+    """The one line for Spark's Python workers that cannot import kafkalog: what to install
+    where."""
+    return (
+        f"Spark's Python workers cannot import kafkalog (no module named '{module}'): install "
+        "the kafkalog package into the Python they run (PYSPARK_PYTHON of the Spark Connect "
+        "server or of the cluster's executors), or ship it to them (docs/cluster.md)"
+    )
+
+
 def _our_lines(text: str) -> list[str]:
     lines = [line for line in text.splitlines() if any(m in line for m in _OUR_MODULES)]
     return [line for line in lines if "Error:" in line or "Failure:" in line]
@@ -47,6 +63,9 @@ def task_error(error: BaseException) -> KafkaLogError:
     Falls back to the failure's first line, so the caller can always print one line.
     """
     text = str(error)
+    missing = _MISSING_PACKAGE.search(text)
+    if missing is not None:
+        return KafkaLogError(missing_package_line(missing[1]))
     lines = _our_lines(text)
     if lines:
         return KafkaLogError(lines[-1].split(": ", 1)[-1].strip())

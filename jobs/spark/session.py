@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULTS_FILE",
     "DELTA_EXTENSION",
+    "connect_url",
     "exit_driver",
     "get_or_create_session",
     "has_delta_extension",
@@ -109,6 +110,9 @@ def get_or_create_session(
                     ) from None
         return active
 
+    remote = connect_url()
+    if remote:
+        return _connect_session(app_name, remote, conf_overrides)
     conf = resolve_session_conf(read_spark_defaults(), _submitted_conf(), conf_overrides)
     _local_workers_use_this_python(conf)
     launch_driver_jvm(conf)  # quiet: conf/log4j2.properties, no JVM notice on stderr
@@ -119,6 +123,36 @@ def get_or_create_session(
     level = conf.get("kafkalog.log.level") or os.environ.get("KAFKALOG_SPARK_LOG_LEVEL")
     if level:
         session.sparkContext.setLogLevel(level)
+    return session
+
+
+def connect_url() -> str:
+    """The Spark Connect server to run as a client of (`SPARK_REMOTE`, which
+    `./spark-submit.sh --remote URL` sets), or "" for a classic session."""
+    return os.environ.get("SPARK_REMOTE", "").strip()
+
+
+def _connect_session(
+    app_name: str, url: str, conf_overrides: Mapping[str, str] | None
+) -> SparkSession:
+    """A Spark Connect client session on `url`. The server owns its static settings (memory,
+    master, plugins); of conf/spark-defaults.conf and the overrides, the SQL settings a session
+    may change are set on this one, the rest stay the server's."""
+    from pyspark.sql import SparkSession
+
+    try:
+        session = SparkSession.builder.remote(url).appName(app_name).getOrCreate()
+    except Exception as error:  # noqa: BLE001 - a bad URL or no server there
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        raise ConfigError(f"Spark Connect server {url}: {lines[0]}") from None
+    settings = {k: v for k, v in read_spark_defaults().items() if k.startswith("spark.sql.")}
+    settings.update({k: str(v) for k, v in (conf_overrides or {}).items()})
+    for key, value in settings.items():
+        with suppress(Exception):  # a static setting: the server's own
+            session.conf.set(key, value)
+    from jobs.spark.tasks import require_kafkalog_on_workers
+
+    require_kafkalog_on_workers(session)  # one line now, not a task failure mid-run
     return session
 
 
@@ -145,8 +179,12 @@ def has_delta_extension(spark: SparkSession) -> bool:
         return False
     if DELTA_EXTENSION not in [e.strip() for e in extensions.split(",")]:
         return False
+    from jobs.spark.tasks import is_connect
+
+    if is_connect(spark):  # no JVM at hand: the server has it configured; trust the setting
+        return True
     jvm = getattr(getattr(spark, "sparkContext", None), "_jvm", None)
-    if jvm is None:  # Spark Connect: the server has it configured; trust the setting
+    if jvm is None:
         return True
     try:
         jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_EXTENSION)

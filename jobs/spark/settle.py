@@ -7,11 +7,19 @@ after the driver has seen the failure. A rerun started at once (a retry, Airflow
 drops the stale staging first and would find those files appear behind it. So a block that
 fails cancels the jobs it started, which are known by a job tag, and waits, up to
 `SETTLE_SECONDS`, until none of their tasks is running.
+
+The jobs carry an operation tag of the session (`spark.addTag`; cancelled by
+`spark.interruptTag`), which a classic session and a Spark Connect client both have. Counting
+running tasks needs Spark's status tracker, which only a classic session's SparkContext has;
+there the tasks are waited for. A Connect client cannot see tasks, so it waits for
+`spark.python.task.killTimeout`, after which an executor kills a killed task's Python worker
+that is still running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +35,10 @@ POLL_SECONDS = 0.1
 def _context(spark: SparkSession) -> Any:
     """The session's SparkContext when it tags jobs; None for Spark Connect (no context) and
     for a stand-in that runs tasks in this process (nothing outlives a failure there)."""
+    from jobs.spark.tasks import is_connect
+
+    if is_connect(spark):
+        return None
     try:
         sc = spark.sparkContext
     except Exception:  # noqa: BLE001 - any session without a SparkContext
@@ -47,25 +59,47 @@ def running_tasks(sc: Any, tag: str) -> int:
     return active
 
 
+def kill_timeout(spark: SparkSession) -> float:
+    """`spark.python.task.killTimeout` in seconds (Spark's default 2s)."""
+    try:
+        text = str(spark.conf.get("spark.python.task.killTimeout", "2s")).strip().lower()
+    except Exception:  # noqa: BLE001 - a server that does not say: Spark's default
+        return 2.0
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m|min)?", text)
+    if m is None:
+        return 2.0
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, None: 1.0}[m[2]]
+    return float(m[1]) * scale
+
+
 @contextlib.contextmanager
 def settled_on_failure(spark: SparkSession, timeout: float = SETTLE_SECONDS) -> Iterator[None]:
     """Tag the block's Spark jobs; when the block raises, cancel them and wait until their
     tasks have ended, then let the error go on."""
-    sc = _context(spark)
-    if sc is None:
+    tag = f"kafkalog-{uuid.uuid4().hex}"
+    try:
+        spark.addTag(tag)
+    except Exception:  # noqa: BLE001 - a stand-in session: its tasks run in this process
         yield
         return
-    tag = f"kafkalog-{uuid.uuid4().hex}"
-    sc.addJobTag(tag)
+    sc = _context(spark)
+    if sc is not None:
+        sc.addJobTag(tag)  # the status tracker knows jobs by their SparkContext tags
     try:
         yield
     except BaseException:
         with contextlib.suppress(Exception):  # the error in flight is the one to report
-            sc.cancelJobsWithTag(tag)
-            deadline = time.monotonic() + timeout
-            while running_tasks(sc, tag) and time.monotonic() < deadline:
-                time.sleep(POLL_SECONDS)
+            spark.interruptTag(tag)
+            if sc is None:
+                time.sleep(min(timeout, kill_timeout(spark) + POLL_SECONDS))
+            else:
+                deadline = time.monotonic() + timeout
+                while running_tasks(sc, tag) and time.monotonic() < deadline:
+                    time.sleep(POLL_SECONDS)
         raise
     finally:
         with contextlib.suppress(Exception):
-            sc.removeJobTag(tag)
+            spark.removeTag(tag)
+        if sc is not None:
+            with contextlib.suppress(Exception):
+                sc.removeJobTag(tag)

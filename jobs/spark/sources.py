@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.fs as pafs
+
 from jobs.spark.change_feed import read_changes_deltars, read_changes_spark
 from jobs.spark.delta import (
     load_snapshot,
@@ -248,10 +250,33 @@ def delta_reader_for(spark: SparkSession, spec: SourceSpec) -> str:
 
 
 def _path_exists(spark: SparkSession, path: str) -> bool:
-    """Through Hadoop's FileSystem (local, HDFS, s3a, ...) so globs work as Spark reads them."""
-    jvm = getattr(spark.sparkContext, "_jvm", None)
-    if jvm is None:  # Spark Connect: only local paths can be checked here
-        return "://" in path or bool(glob.glob(path))
+    """Whether a source path (a glob allowed) names anything, through pyarrow's file system for
+    its scheme (`jobs.ingestion.source.fs`). A scheme pyarrow cannot open here is asked of
+    Hadoop's FileSystem on a classic session; a Spark Connect client leaves it to the read."""
+    from jobs.ingestion.source.fs import open_file_system
+
+    try:
+        fs, inner = open_file_system(path)
+    except Exception:  # noqa: BLE001 - a scheme this pyarrow does not open
+        return _hadoop_path_exists(spark, path)
+    if isinstance(fs, pafs.LocalFileSystem):
+        return bool(glob.glob(inner))
+    if glob.has_magic(inner):
+        return True  # no glob on an object store here: Spark's read says what is missing
+    try:
+        return fs.get_file_info(inner).type != pafs.FileType.NotFound
+    except OSError:  # refused here (credentials, network): Spark's read, where it runs, says
+        return True
+
+
+def _hadoop_path_exists(spark: SparkSession, path: str) -> bool:
+    """Through Hadoop's FileSystem (HDFS, s3a, abfs, ...) so globs work as Spark reads them;
+    True (the read will say) on a Spark Connect client, which has no JVM at hand."""
+    from jobs.spark.tasks import is_connect
+
+    if is_connect(spark):
+        return True
+    jvm = spark.sparkContext._jvm
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     statuses = fs.globStatus(hpath)

@@ -53,6 +53,7 @@ from jobs.ingestion.staging.task_staging import (
 from jobs.ingestion.tasks.planner import PROVISIONAL, RangeAssignment
 from jobs.ingestion.tasks.record_share import load_carry, payload_bytes, record_share_rows
 from jobs.ingestion.tasks.writer import RangeWriter, WriterSettings
+from jobs.spark.tasks import default_parallelism, run_tasks, task_attempt
 from kafkalog_core import native as native_loops
 from kafkalog_core.errors import KafkaLogError
 from kafkalog_core.log.names import partition_dir_name
@@ -275,18 +276,15 @@ def spark_runner(spark, settings: WriterSettings) -> Runner:
     several jobs, spread by staged bytes (largest first, to the task with the fewest)."""
 
     def run(jobs: Sequence[RelayoutJob]) -> list[TaskManifest]:
-        def task(rows):
-            from pyspark import TaskContext
+        groups = job_groups(jobs, default_parallelism(spark))
 
-            attempt = str(TaskContext.get().taskAttemptId())
-            for group in rows:
-                for index, job in group:
-                    manifest = relayout_partition(job, f"relayout-{index}", attempt, settings)
-                    yield index, manifest.to_json()
+        def task(k: int):
+            attempt = task_attempt()
+            for index, job in groups[k]:
+                manifest = relayout_partition(job, f"relayout-{index}", attempt, settings)
+                yield index, manifest.to_json()
 
-        groups = job_groups(jobs, spark.sparkContext.defaultParallelism)
-        rdd = spark.sparkContext.parallelize(groups, len(groups))
-        done = dict(rdd.mapPartitions(task).collect())
+        done = dict(run_tasks(spark, len(groups), task))
         return [TaskManifest.from_json(done[i]) for i in range(len(jobs))]
 
     return run

@@ -191,6 +191,10 @@ def _files_of(scan: Any, jvm: Any) -> list[list[_ScanFile]]:
 def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | None, str]:
     """Spark's partitions of this DataFrame's one file scan, each its file splits in Spark's
     order, or (None, why not)."""
+    from jobs.spark.tasks import is_connect
+
+    if is_connect(df.sparkSession):
+        return None, "a Spark Connect client cannot see Spark's physical plan"
     try:
         partitions, why = _scan_files(df)
     except Exception as error:  # noqa: BLE001 - py4j: a Spark whose classes differ
@@ -215,7 +219,12 @@ def spark_partition_values(
 ) -> dict[str, tuple[object, ...]] | None:
     """Each of `files`' partition values as Spark's one file scan of `df` adds them to its rows
     (a table's from the catalog, where it tracks the partitions, not from the paths), or None
-    when the plan does not say: not one file scan, a file not in it, a type not read here."""
+    when the plan does not say: not one file scan, a file not in it, a type not read here (or
+    a Spark Connect client, which cannot see the plan)."""
+    from jobs.spark.tasks import is_connect
+
+    if is_connect(df.sparkSession):
+        return None
     try:
         scan, _ = _one_scan(df)
         if scan is None:

@@ -76,6 +76,7 @@ from jobs.ingestion.tasks.arrow_range_keys import (
 )
 from jobs.ingestion.tasks.planner import OnePassPlan
 from jobs.ingestion.tasks.writer import WriterSettings, write_task
+from jobs.spark.tasks import default_parallelism, run_tasks, task_attempt
 from kafkalog_core.errors import KafkaLogError
 
 if TYPE_CHECKING:
@@ -469,35 +470,29 @@ def write_range_with_arrow(
     root, run_id = settings.output_root, settings.run_id
     splits = len(plan.read.tasks)
 
-    def sort_fn(indices):
-        from pyspark import TaskContext
-
-        attempt = str(TaskContext.get().taskAttemptId())
+    def sort_fn(i: int):
         install(plan.read.resolvers)
-        for i in indices:
-            yield sort_runs(plan, i, task_staging_dir(root, run_id, f"{EXCHANGE_KEY}-{i}", attempt))
+        yield sort_runs(
+            plan, i, task_staging_dir(root, run_id, f"{EXCHANGE_KEY}-{i}", task_attempt())
+        )
 
-    sc = spark.sparkContext
-    sorted_runs = sc.parallelize(range(splits), splits).mapPartitions(sort_fn).collect()
+    sorted_runs = run_tasks(spark, splits, sort_fn)
     runs = [run for s in sorted_runs for run in s.runs]
-    wanted = tasks or max(sc.defaultParallelism, splits)
+    cores = default_parallelism(spark)
+    wanted = tasks or max(cores, splits)
     samples = [k for s in sorted_runs for k in s.samples]
-    whole = tasks is None and splits_gain_nothing(samples, sc.defaultParallelism)
+    whole = tasks is None and splits_gain_nothing(samples, cores)
     ranges = pick_ranges(samples, wanted, plan.chunk_rows, whole_partitions=whole)
     starts = frozenset(j for j, r in enumerate(ranges) if is_partition_end(r.lower))
     one_pass = replace(one_pass, partition_starts=starts)
 
-    def write_fn(indices):
-        from pyspark import TaskContext
+    def write_fn(j: int):
+        r = ranges[j]
+        batches = range_batches(runs, r.lower, r.upper, plan, r.inner)
+        for manifest in write_task(batches, j, task_attempt(), one_pass, settings):
+            yield manifest.to_json()
 
-        attempt = str(TaskContext.get().taskAttemptId())
-        for j in indices:
-            r = ranges[j]
-            batches = range_batches(runs, r.lower, r.upper, plan, r.inner)
-            for manifest in write_task(batches, j, attempt, one_pass, settings):
-                yield manifest.to_json()
-
-    rows = sc.parallelize(range(len(ranges)), len(ranges)).mapPartitions(write_fn).collect()
+    rows = run_tasks(spark, len(ranges), write_fn)
     drop_exchange(root, run_id)
     return [TaskManifest.from_json(r) for r in rows]
 

@@ -13,6 +13,7 @@ from jobs.ingestion.source.fs import install
 from jobs.ingestion.staging.task_staging import TaskManifest
 from jobs.ingestion.tasks.planner import OnePassPlan
 from jobs.ingestion.tasks.writer import WriterSettings, write_task_direct
+from jobs.spark.tasks import run_tasks, task_attempt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,17 +28,11 @@ def write_with_arrow(
     writes in place, the others stage their shares as records: the driver places them and the
     relayout encodes them)."""
 
-    def write_fn(indices):
-        from pyspark import TaskContext
-
-        attempt = str(TaskContext.get().taskAttemptId())
+    def write_fn(i: int):
         install(read.resolvers)
-        for i in indices:
-            batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
-            for manifest in write_task_direct(batches, i, attempt, plan, settings):
-                yield manifest.to_json()
+        batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
+        for manifest in write_task_direct(batches, i, task_attempt(), plan, settings):
+            yield manifest.to_json()
 
-    sc = spark.sparkContext
-    n = len(read.tasks)
-    rows = sc.parallelize(range(n), n).mapPartitions(write_fn).collect()
+    rows = run_tasks(spark, len(read.tasks), write_fn)
     return [TaskManifest.from_json(r) for r in rows]
