@@ -88,15 +88,6 @@ def session_builder(app_name: str, driver_memory: str = "2g", jar_groups: tuple[
     )
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now (the OS's pick of an ephemeral one)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"  # pyspark's connect jar
 
 
@@ -107,8 +98,9 @@ def spark():
     the same local[2] at no start-up cost, their Python workers this interpreter as the classic
     session's."""
     from tests import jvm_deps
+    from tests.kafka_cluster import free_ports
 
-    port = free_port()
+    port = free_ports(1)[0]
     try:
         builder = session_builder("kafkalog-tests", jar_groups=SPARK_JAR_GROUPS)
     except jvm_deps.JvmDepsUnavailable as e:
