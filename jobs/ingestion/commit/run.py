@@ -27,7 +27,7 @@ from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.run.history import IngestHistory
 from jobs.ingestion.run.lock import RunLock
 from jobs.ingestion.run.meta import meta_root
-from jobs.ingestion.staging.task_staging import TaskManifest
+from jobs.ingestion.staging.task_staging import TaskManifest, journal_path
 from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range
 
 
@@ -76,12 +76,13 @@ def _missing_dirs(path: Path) -> list[Path]:
 
 
 def _take_back(root: Path, made: list[Path]) -> None:
-    """Remove the directories this run made, while nothing is published in the root (under
+    """Remove the directories this run made, while nothing is published in the root and no
+    publish has begun (under
     the run lock: the lock file goes with the meta area; a run waiting on it finds the file
     gone and takes a new one)."""
     meta = meta_root(root)
-    if not made or (root.exists() and any(root.iterdir())):
-        return
+    if not made or journal_path(root).exists() or (root.exists() and any(root.iterdir())):
+        return  # a publish began (its journal settles it on the next run) or something is out
     if meta in made:
         shutil.rmtree(meta, ignore_errors=True)
     for directory in made:
