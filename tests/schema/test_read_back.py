@@ -1,5 +1,5 @@
 """A topic written with a schema reads back: values framed by confluent-kafka's own serializers
-(AvroSerializer, JSONSerializer) against the stand-in registry, read with the registry or with
+(AvroSerializer, ProtobufSerializer, JSONSerializer) against the stand-in registry, read with the registry or with
 only a local schema (the framing is the default for avro, protobuf and json_schema); and a
 topic kafkalog wrote with `schema_id` and no registry, read with no schema at all (the writer
 schemas kept with the output, jobs/schemas/store.py)."""
@@ -13,11 +13,13 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from jobs.schemas.store import WriterSchemaStore
+from kafkalog_core.schema.protobuf import parse_proto
 from tests.datasource.helpers import read
-from tests.schema.orders import AVRO_V1, text
+from tests.schema.orders import AVRO_V1, runtime_class, text
 from tests.schema.standin_registry import StandInRegistry
 from tests.schema.test_read_decoded import write_values
 from tests.schema.test_write_formats import orders, write
@@ -29,6 +31,7 @@ JSON_ORDER = {
     "title": "Order",
     "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
 }
+PROTO = 'syntax = "proto3"; package shop; message Order { int64 id = 1; string name = 2; }'
 
 
 def _decoded(df) -> list[dict]:
@@ -53,7 +56,17 @@ def test_confluent_serializers_values_read_with_the_registry_or_a_local_schema(
             "js",
             [js({"id": 3, "name": "x"}, SerializationContext("js", MessageField.VALUE))],
         )
+        order = runtime_class(parse_proto(PROTO))
+        pb = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+        write_values(
+            tmp_path,
+            "pb",
+            [pb(order(id=4, name="y"), SerializationContext("pb", MessageField.VALUE))],
+        )
         by_registry = {"value.schema_registry.url": registry.url}
+        assert _decoded(
+            read(spark, tmp_path, subscribe="pb", **{"value.format": "protobuf"}, **by_registry)
+        ) == [{"id": 4, "name": "y"}]
         assert _decoded(
             read(spark, tmp_path, subscribe="av", **{"value.format": "avro"}, **by_registry)
         ) == [{"id": 1}, {"id": 2}]
@@ -63,6 +76,8 @@ def test_confluent_serializers_values_read_with_the_registry_or_a_local_schema(
     # no registry, no framing option: every Confluent serializer frames its values
     local = {"value.format": "avro", "value.schema": text(AVRO_V1)}
     assert _decoded(read(spark, tmp_path, subscribe="av", **local)) == [{"id": 1}, {"id": 2}]
+    local = {"value.format": "protobuf", "value.schema": PROTO}
+    assert _decoded(read(spark, tmp_path, subscribe="pb", **local)) == [{"id": 4, "name": "y"}]
     local = {"value.format": "json_schema", "value.schema": json.dumps(JSON_ORDER)}
     assert _decoded(read(spark, tmp_path, subscribe="js", **local)) == [{"id": 3, "name": "x"}]
 
