@@ -7,7 +7,9 @@ that closed socket raises, and the daemon prints `BrokenPipeError: [Errno 32] Br
 a traceback under a successful result. The JVM already knows why it closed the socket (a limit
 reached, a task cancelled or failed, and it reports the latter two itself), so a worker whose
 output the JVM no longer reads ends quietly here, not reused. Everything else is Spark's daemon
-unchanged. conf/spark-defaults.conf selects it: `spark.python.daemon.module jobs.spark.quiet_daemon`.
+unchanged. `get_or_create_session` selects it for local masters (`spark.python.daemon.module`;
+a setting of the user's own wins): a cluster's executors may have kafkalog only as --py-files,
+from which Spark's daemon cannot start.
 
 With faulthandler on (`spark.python.worker.faulthandler.enabled`), Spark's own behaviour stays:
 the failed flush raises and the thread dump is written, for whoever is chasing a hang.
