@@ -22,10 +22,27 @@ kafkalog_ensure_venv() {
   if [ ! -x "$kafkalog_venv/bin/python" ]; then
     "$py" -m venv "$kafkalog_venv" || return 1
   fi
-  "$kafkalog_venv/bin/python" -m pip install -q --upgrade pip >&2 || return 1
-  "$kafkalog_venv/bin/python" -m pip install -q -e "$kafkalog_root[test]" >&2 || return 1
+  kafkalog_quiet_pip "$kafkalog_venv/bin/python" install --upgrade pip || return 1
+  kafkalog_quiet_pip "$kafkalog_venv/bin/python" install -e "$kafkalog_root[test]" || return 1
   kafkalog_path_repo || return 1
   echo "$want" >"$stamp"
+}
+
+# pip with its output kept in a log: setuptools' build prints warnings on every successful
+# build of the extension (ext-modules "still *experimental*", the "Editable installation" box)
+# that a user need not see. On failure the log is printed whole, so every error stays visible.
+kafkalog_quiet_pip() {
+  local python="$1" log status
+  shift
+  log="$(mktemp "${TMPDIR:-/tmp}/kafkalog-pip.XXXXXX")" || return 1
+  "$python" -m pip "$@" -q >"$log" 2>&1
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$log" >&2
+    echo "kafkalog: pip $* failed (exit $status); its output is above" >&2
+  fi
+  rm -f "$log"
+  return "$status"
 }
 
 # The repo root on the venv's path (a .pth file), as spark-submit.sh's PYTHONPATH puts it: jobs,
@@ -44,7 +61,7 @@ kafkalog_path_repo() {
 kafkalog_ensure_packer() {
   "$kafkalog_venv/bin/python" -c "import venv_pack" 2>/dev/null && return 0
   echo "kafkalog: installing venv-pack2 into $kafkalog_venv..." >&2
-  "$kafkalog_venv/bin/python" -m pip install -q "venv-pack2>=0.9,<1" >&2
+  kafkalog_quiet_pip "$kafkalog_venv/bin/python" install "venv-pack2>=0.9,<1"
 }
 
 kafkalog_check_java() {
@@ -75,8 +92,8 @@ kafkalog_ensure_airflow_venv() {
   fi
   echo "kafkalog: setting up $venv (Airflow, first use; takes a few minutes)..." >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" >&2 || return 1
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2 || return 1
-  "$venv/bin/python" -m pip install -q -r "$req" >&2 || return 1
+  kafkalog_quiet_pip "$venv/bin/python" install --upgrade pip || return 1
+  kafkalog_quiet_pip "$venv/bin/python" install -r "$req" || return 1
   echo "$want" >"$stamp"
   echo "$venv/bin/python"
 }

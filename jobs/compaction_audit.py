@@ -1,6 +1,6 @@
 """Compaction audit: what Kafka's log cleaner would do with each compacted partition (§8).
 
-    ./spark-submit.sh compaction-audit --log-dir /data/kafka-logs --html audit.html
+    ./spark-submit.sh compaction-audit --log-dir /data/kafka-logs --html
     ./spark-submit.sh compaction-audit --log-dir DIR --all-topics --report /data/reports/audit
 
 From a notebook: `jobs.compaction_audit.run(spark, "/data/kafka-logs")`.
@@ -221,9 +221,10 @@ def run(
     if report:
         write_report(spark, table, report, run_id=run_id, job=JOB)
     summary = summarize(table, root, run_id)
-    if html:
+    if html is not None:
         from jobs.maintenance.audit_html import write_audit_html
 
+        html = html or str(default_html_path(root))
         compacted = newest_run(compact_report) if compact_report else None
         write_audit_html(
             table, html, title=f"Compaction audit of {root}", summary=summary, compacted=compacted
@@ -389,10 +390,25 @@ def summarize(table: pa.Table, root: Path, run_id: str) -> str:
     return "\n".join(lines)
 
 
+def default_html_path(root: Path) -> Path:
+    """Where `--html` with no file writes: the output's meta area (beside the log dir, never
+    inside it, and git-ignored as `.*.kafkalog/`), not the current directory."""
+    from jobs.ingestion.run.meta import meta_root
+
+    return meta_root(root) / "compaction-audit.html"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = maintenance_arg_parser(JOB, "Report what Kafka's log cleaner would do (read-only).")
     parser.add_argument("--all-topics", action="store_true", help="also audit non-compacted topics")
-    parser.add_argument("--html", help="write the charts as one offline HTML file here")
+    parser.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="write the report as one offline HTML file: FILE, or with no FILE "
+        ".<log dir>.kafkalog/compaction-audit.html beside the log dir",
+    )
     parser.add_argument(
         "--compact-report",
         help="the compact job's report table: the HTML shows its newest run's before and after",

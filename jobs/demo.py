@@ -337,9 +337,14 @@ def _dump_excerpt(title: str, args: Sequence[str], out: Callable[[str], None]) -
 
 
 def run_demo(
-    spark: SparkSession, output: Path, *, out: Callable[[str], None] = print
+    spark: SparkSession,
+    output: Path,
+    *,
+    out: Callable[[str], None] = print,
+    verbose: bool = False,
 ) -> DemoResult:
-    """Build the source tables, ingest both topics into `output`, show what was written."""
+    """Build the source tables, ingest both topics into `output`, show what was written.
+    `verbose` adds each ingest's internals (write mode, task reader, relayout)."""
     from jobs import ingest
     from jobs.ingestion.config.ingest_config import IngestConfig
 
@@ -361,7 +366,12 @@ def run_demo(
         out(f"Ingesting {name} -> topic {raw['mapping']['topic']}")
         config = IngestConfig.from_dict(raw)
         results[name] = ingest.run(
-            spark, config, run_id=f"demo-{name}", batch_bytes=BATCH_BYTES, out=out
+            spark,
+            config,
+            run_id=f"demo-{name}",
+            batch_bytes=BATCH_BYTES,
+            out=out,
+            details=verbose,
         )
 
     dirs = partition_dirs(output)
@@ -420,12 +430,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help=f"the Kafka log dir to write (default: {_short(DEFAULT_OUTPUT)})",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print how each ingest ran (write mode, task reader, segment layout)",
+    )
     args = parser.parse_args(argv)
     try:
         from jobs.spark.session import get_or_create_session
 
         spark = get_or_create_session("kafkalog-demo")
-        run_demo(spark, args.output)
+        run_demo(spark, args.output, verbose=args.verbose)
     except KafkaLogError as error:
         print(f"kafkalog: error: {error}", file=sys.stderr)
         return 1

@@ -92,7 +92,12 @@ from jobs.ingestion.tasks.writer import (
     write_task_direct,
 )
 from jobs.maintenance.common import parse_now
-from jobs.schemas.resolve import forget_resolved_encodings
+from jobs.schemas.resolve import (
+    forget_resolved_encodings,
+    record_writer_schemas,
+    resolved_encodings,
+)
+from jobs.schemas.store import WriterSchemaStore
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
@@ -127,6 +132,7 @@ class IngestResult:
     source_version: int | None = None
     timings_ms: dict[str, int] = field(default_factory=dict)
     summary: str = ""
+    brief: str = ""  # the summary's first part: records, partitions and offsets, no internals
     write_mode: str = ""  # range | direct (see choose_write_mode); "" for a no-op
     task_reader: str = ""  # spark | arrow (see _arrow_read_plan); "" for a no-op
 
@@ -359,8 +365,12 @@ def run(
     fail_after_batches: int | None = None,
     now_ms: int | None = None,
     out=print,
+    details: bool = True,
 ) -> IngestResult:
     """Run one ingest: idempotent per run id and per Delta source version, safe to kill.
+
+    `details=False` prints only what the run wrote (records, partitions, offsets), not how
+    (write mode, task reader, relayout); the result's `summary` has both.
 
     `now_ms` fixes the run's start time (what `timestamp: now` and LogAppendTime topics stamp);
     by default it is the first attempt's clock, recorded so a rerun of the run id reuses it.
@@ -466,15 +476,18 @@ def run(
             run_info=info,
             topic_ids=resolve_topic_ids(config, topics, state),
         )
+        record_writer_schemas(WriterSchemaStore.of_output(root), resolved_encodings())
         result: PublishResult = publish(publish_plan)
         lap("publish")
 
     record = history.find_run(run_id)
-    summary = format_summary(record) if record else f"run {run_id}: committed"
-    summary += f"\n  written in the {mode} write mode, rows read by {reader}{_c_loops(manifests)}"
+    brief = format_summary(record) if record else f"run {run_id}: committed"
+    summary = (
+        brief + f"\n  written in the {mode} write mode, rows read by {reader}{_c_loops(manifests)}"
+    )
     summary += f"\n  {relaid.describe()}"
     summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
-    out(summary)
+    out(summary if details else brief)
     if rejected:
         out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")
     return IngestResult(
@@ -487,6 +500,7 @@ def run(
         source_version=source.version,
         timings_ms=timings,
         summary=summary,
+        brief=brief,
         write_mode=mode,
         task_reader=reader,
     )

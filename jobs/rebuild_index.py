@@ -224,29 +224,33 @@ def summarize(rows: pa.Table, root: Path, mode: str, run_id: str) -> tuple[str, 
                 statuses[f"{column.removesuffix('_status').replace('_', ' ')}: {r[column]}"] += 1
     bad = [r for r in records if not r["ok"]]
     head = "read-only" if mode == "verify" else "rebuild"
-    found = "ok, {} not ok" if mode == "verify" else "were ok, {} needed work"
     lines = [
         f"rebuild-index {run_id} ({head}) on {root}: {len(partitions)} partitions, "
         f"{len(records)} segments, {sum(r['size_bytes'] for r in records)} bytes",
-        f"  {len(records) - len(bad)} segments " + found.format(len(bad)),
+        f"  {len(records) - len(bad)} segments ok, {len(bad)} not ok"
+        if mode == "verify"
+        else _rebuilt_sentence(records, len(bad)),
     ]
     for text, n in sorted(statuses.items()):
         lines.append(f"  {n} x {text}")
-    noted = sum(1 for r in records if r["note"])
+    noted = sorted(
+        {f"{r['topic_partition']}/{r['log_file']}: {r['note']}" for r in records if r["note"]}
+    )
     if noted:
         lines.append(
-            f"  {noted} segments with indexes spaced otherwise than index.interval.bytes "
-            "(every lookup right: ok, see the note column)"
+            f"  {len(noted)} segments with indexes spaced otherwise than index.interval.bytes "
+            "(every lookup is right, so they count as ok):"
         )
+        lines.extend(f"    {line}" for line in noted[:10])
+        if len(noted) > 10:
+            lines.append(f"    ... and {len(noted) - 10} more (--report keeps every note)")
     quarantined = [r for r in records if r["bytes_quarantined"]]
     for r in quarantined:
         lines.append(
             f"  {r['topic_partition']}/{r['log_file']}: {r['bytes_quarantined']} bytes from offset "
             f"{r['first_bad_offset']} moved to {r['quarantine_file']}"
         )
-    acted = [r for r in records if r["action"] not in (None, "none")]
     if mode == "rebuild":
-        lines.append(f"  {len(acted)} segments rewritten or quarantined")
         return "\n".join(lines), 0
     shown = sorted(
         {f"{r['topic_partition']}: {r['problem'] or r['partition_problems']}" for r in bad}
@@ -257,6 +261,22 @@ def summarize(rows: pa.Table, root: Path, mode: str, run_id: str) -> tuple[str, 
     if bad:
         lines.append("  run with --mode rebuild to fix them")
     return "\n".join(lines), len(bad)
+
+
+def _rebuilt_sentence(records: list[dict[str, Any]], needed: int) -> str:
+    """What a rebuild did, in one sentence: how many segments needed work, how many it rewrote
+    (with --all, every one, needed or not) and how many tails it quarantined."""
+    acted = [r for r in records if r["action"] not in (None, "none")]
+    quarantined = sum(1 for r in acted if r["bytes_quarantined"])
+    rewritten = len(acted) - quarantined
+    done = []
+    if rewritten:
+        done.append(f"rewrote the indexes of {rewritten}")
+    if quarantined:
+        done.append(f"quarantined the corrupt tail of {quarantined}")
+    did = " and ".join(done) if done else "changed nothing"
+    why = " (--all rewrites every segment's indexes, ok or not)" if len(acted) > needed else ""
+    return f"  {needed} of {len(records)} segments needed work; the rebuild {did}{why}"
 
 
 def _parser() -> argparse.ArgumentParser:

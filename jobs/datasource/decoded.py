@@ -2,7 +2,8 @@
 with `decode.onError=null`) beside Spark's Kafka columns.
 
 The driver resolves the schemas once (`plan_decoded`: the registry is asked there, while Spark
-asks for the schema) and the plan travels to the tasks with the reader; a task decodes its rows
+asks for the schema; without a registry or a schema, the writer schemas the output's runs kept,
+jobs/schemas/store.py) and the plan travels to the tasks with the reader; a task decodes its rows
 with the core's `decode_column` and fails with one line naming topic, partition and offset, or
 keeps a null and the reason.
 """
@@ -77,10 +78,12 @@ def plan_decoded(options: ReadOptions) -> DecodedColumns | None:
     if not options.decoded:
         return None
     from jobs.schemas.resolve import resolve_decoding, spark_arrow_type
+    from jobs.schemas.store import WriterSchemaStore
 
+    store = WriterSchemaStore.of_output(options.path)
     columns = []
     for settings in options.decoded:
-        decoding = resolve_decoding(settings, _topic(options), settings.field)
+        decoding = resolve_decoding(settings, _topic(options), settings.field, store)
         spark_type, arrow_type = spark_arrow_type(
             decoding.arrow_type(), f"{settings.field}_decoded"
         )

@@ -39,13 +39,15 @@ class SliceReading:
         if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
             return
         from jobs.datasource.scan import read_pack
+        from jobs.datasource.source import one_line_errors
 
-        yield from read_pack(
-            partition,
-            include_headers=self.options.include_headers,
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            decoded=self.decoded,
-        )
+        with one_line_errors():
+            yield from read_pack(
+                partition,
+                include_headers=self.options.include_headers,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                decoded=self.decoded,
+            )
 
 
 class KafkaLogReader(SliceReading, DataSourceReader):

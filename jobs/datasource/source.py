@@ -7,6 +7,9 @@ schema call pays only for pyspark's own imports.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
@@ -29,7 +32,24 @@ from jobs.datasource.schema import (
 if TYPE_CHECKING:
     from jobs.datasource.decoded import DecodedColumns
 
-__all__ = ["KafkaLogDataSource"]
+__all__ = ["KafkaLogDataSource", "one_line_errors"]
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Our errors (a bad option, a record that does not decode) reach the user as their one
+    line, not with the Python worker's traceback inside Spark's: the worker formats a failure
+    without its traceback when SPARK_HIDE_TRACEBACK is set, which it reads as it formats. A
+    worker that failed is never reused, so the setting ends with it; other failures keep their
+    tracebacks."""
+    try:
+        yield
+    except Exception as error:
+        from kafkalog_core.errors import KafkaLogError  # only on failure: schema() stays light
+
+        if isinstance(error, KafkaLogError):
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+        raise
 
 
 class KafkaLogDataSource(DataSource):
@@ -43,6 +63,10 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str | StructType:
+        with one_line_errors():
+            return self._schema()
+
+    def _schema(self) -> str | StructType:
         if view_of(self.options) == SEGMENTS_VIEW:
             return SEGMENTS_SCHEMA_DDL  # (reader() refuses a view it does not know)
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
@@ -66,6 +90,10 @@ class KafkaLogDataSource(DataSource):
         return self._decoded_plan
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        with one_line_errors():
+            return self._reader()
+
+    def _reader(self) -> DataSourceReader:
         from jobs.datasource.options import parse_read_options, parse_segments_options, read_view
 
         if read_view(self.options) == SEGMENTS_VIEW:
@@ -92,6 +120,10 @@ class KafkaLogDataSource(DataSource):
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        with one_line_errors():
+            return self._writer(schema, overwrite)
+
+    def _writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jobs.datasource.sink_columns import check_sink_schema
         from jobs.datasource.writer import KafkaLogWriter, parse_write_options, resolve_encodings
 

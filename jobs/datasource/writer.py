@@ -407,6 +407,12 @@ def commit_write(
             topic_ids=topic_ids_for(topics, found, options.topic_ids),
             retired=retired,
         )
+        if options.encodings:  # the schemas the values were framed with stay with the output
+            from jobs.schemas.resolve import record_writer_schemas
+            from jobs.schemas.store import WriterSchemaStore
+
+            framed = [(t, e) for t in sorted(topics) for e in options.encodings.values()]
+            record_writer_schemas(WriterSchemaStore.of_output(run.root), framed)
         publish(plan)
     # The commit runs in a Python worker, whose stderr would be a red block under every write
     # in a notebook: the relayout's summary is a log record, for whoever configures logging.

@@ -12,7 +12,8 @@ subject's version, and every version of the subject is a writer schema a record'
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -22,9 +23,14 @@ from kafkalog_core.errors import ConfigError, SchemaError
 from kafkalog_core.schema.decode import Decoding
 from kafkalog_core.schema.encoding import Encoding
 
+if TYPE_CHECKING:
+    from jobs.schemas.store import StoredSchemas, WriterSchemaStore
+
 __all__ = [
     "parse_schema_text",
     "record_name_of",
+    "record_writer_schemas",
+    "resolved_encodings",
     "resolve_decoding",
     "resolve_encoding",
     "forget_resolved_encodings",
@@ -100,8 +106,36 @@ def _checked_type(found: RegisteredSchema, settings: SchemaSettings, where: str)
         )
 
 
-def resolve_decoding(settings: SchemaSettings, topic: str | None, where: str) -> Decoding:
-    """The reader schema and the writer schemas by id for reading one column (driver only)."""
+def _from_store(settings: SchemaSettings, stored: StoredSchemas, where: str) -> Decoding:
+    """The schemas the output's runs recorded (jobs/schemas/store.py): every id a writer used,
+    read with the latest."""
+    if stored.format != settings.format:
+        raise ConfigError(
+            f"{where}.format={settings.format}, but the runs that wrote subject "
+            f"{stored.subject!r} recorded {stored.format} schemas"
+        )
+    if not settings.framed:
+        raise ConfigError(
+            f"{where}.framing=none: the recorded schemas of subject {stored.subject!r} are found "
+            f"by the id in each value's framing; drop {where}.framing or give {where}.schema"
+        )
+    writers = {
+        schema_id: parse_schema_text(
+            settings.format, text, f"{where}: recorded schema {schema_id} of {stored.subject!r}"
+        )
+        for schema_id, text in stored.texts.items()
+    }
+    return Decoding(settings.field, settings.format, True, writers[stored.latest], writers)
+
+
+def resolve_decoding(
+    settings: SchemaSettings,
+    topic: str | None,
+    where: str,
+    store: WriterSchemaStore | None = None,
+) -> Decoding:
+    """The reader schema and the writer schemas by id for reading one column (driver only).
+    Without a local schema or a registry, the schemas the output's runs recorded in `store`."""
     text = settings.local_schema_text()
     label = _label(settings, where)
     if settings.format == "json":
@@ -120,9 +154,18 @@ def resolve_decoding(settings: SchemaSettings, topic: str | None, where: str) ->
     )
     if settings.registry is None:
         if local is None:
+            subject = None if topic is None else f"{topic}-{settings.field}"
+            stored = None if store is None or subject is None else store.load(subject)
+            if stored is not None:
+                return _from_store(settings, stored, where)
+            kept = (
+                ""
+                if store is None or subject is None
+                else f" (no run kept a writer schema of subject {subject!r} in {store.directory})"
+            )
             raise ConfigError(
                 f"{where}.format={settings.format} needs a reader schema: set {where}.schema, "
-                f"{where}.schema_file or {where}.schema_registry.url"
+                f"{where}.schema_file or {where}.schema_registry.url{kept}"
             )
         writers = {} if settings.schema_id is None else {settings.schema_id: local}
         return Decoding(
@@ -263,6 +306,27 @@ def resolve_encoding_once(
     if key not in _RESOLVED:
         _RESOLVED[key] = resolve_encoding(settings, topic, arrow_type, where)
     return _RESOLVED[key]
+
+
+def resolved_encodings() -> list[tuple[str | None, Encoding]]:
+    """(topic, encoding) of every key and value this run resolved so far (driver process)."""
+    return [(topic, encoding) for (_, topic, _, _), encoding in _RESOLVED.items()]
+
+
+def record_writer_schemas(
+    store: WriterSchemaStore, encodings: Iterable[tuple[str | None, Encoding]]
+) -> None:
+    """Keep the schema of every framed key or value with the output, under its topic's subject,
+    before the run publishes (a refusal there leaves the output as it was)."""
+    for topic, encoding in encodings:
+        if topic is None or encoding.schema_id is None or encoding.schema is None:
+            continue
+        store.record(
+            f"{topic}-{encoding.field}",
+            encoding.format,
+            encoding.schema_id,
+            _schema_text(encoding.format, encoding.schema),
+        )
 
 
 def forget_resolved_encodings() -> None:

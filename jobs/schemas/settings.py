@@ -265,7 +265,12 @@ def parse_schema_settings(
         raise ConfigError(f"{where}.schema_registry: format json has no schema (use json_schema)")
     if registry is not None and schema_id is not None:
         raise ConfigError(f"{where}: set at most one of schema_registry and schema_id")
-    default_framing = "confluent" if registry is not None or schema_id is not None else "none"
+    # A registry or an id frames what is written; a read of a schema format expects the framing
+    # every Confluent serializer writes (framing=none reads plain payloads)
+    framed_by_default = registry is not None or schema_id is not None
+    default_framing = (
+        "confluent" if framed_by_default or (reading and fmt in SCHEMA_FORMATS) else "none"
+    )
     framing = str(raw.get("framing", default_framing)).strip().lower()
     if framing not in FRAMINGS:
         raise _invalid(f"{where}.framing", raw.get("framing"), f"must be one of {list(FRAMINGS)}")

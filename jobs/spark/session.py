@@ -42,6 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS_FILE = REPO_ROOT / "conf" / "spark-defaults.conf"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DEFAULT_MASTER = "local[*]"
+# local sessions: Spark's worker daemon, quiet when show(n)/limit(n) stops a worker early
+DAEMON_MODULE = "spark.python.daemon.module"
+QUIET_DAEMON = "jobs.spark.quiet_daemon"
 # what Spark trims from a value: String.trim's characters (<= U+0020) but the line breaks
 _SPARK_TRIMS = "".join(chr(c) for c in range(0x21) if chr(c) not in "\r\n")
 
@@ -79,6 +82,11 @@ def resolve_session_conf(
     conf.update({k: str(v) for k, v in (overrides or {}).items()})
     if "spark.master" not in submitted and "spark.master" not in conf:
         conf["spark.master"] = DEFAULT_MASTER
+    master = conf.get("spark.master") or submitted.get("spark.master", "")
+    if master.startswith("local") and DAEMON_MODULE not in submitted and DAEMON_MODULE not in conf:
+        # the workers of a local master import kafkalog as the driver does; a cluster's
+        # executors may have it only as --py-files, which Spark's daemon cannot start from
+        conf[DAEMON_MODULE] = QUIET_DAEMON
     return conf
 
 

@@ -78,17 +78,21 @@ def _frames(values: pa.Array, decoding: Decoding) -> _Frames:
         return _Frames(values, np.full(n, -1, np.int64), None, reasons)
     protobuf = decoding.format == "protobuf"
     frames = read_confluent_frame(values, protobuf=protobuf, strict=False)
+    assumed = f"not in the registry framing ({decoding.field}.framing=confluent)"
     for row, why in frames.problems:
-        reasons[row] = f"not in the registry framing: the value {why}"
+        reasons[row] = f"{assumed}: the value {why}"
     ids = frames.schema_ids.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     present = pc.is_valid(values).to_numpy(zero_copy_only=False)
     for row in np.flatnonzero(present & (ids < 0)):
         if reasons[row] is None:  # beyond the rows the framing reader lists by name
-            reasons[row] = "not in the registry framing"
+            reasons[row] = assumed
     for schema_id in np.unique(ids[ids >= 0]):
         if decoding.writer(int(schema_id)) is None:
             for row in np.flatnonzero(ids == schema_id):
-                reasons[row] = f"unknown schema id {schema_id}"
+                reasons[row] = (
+                    f"unknown schema id {schema_id} (in the header that "
+                    f"{decoding.field}.framing=confluent reads)"
+                )
     indexes = frames.message_indexes.to_pylist() if protobuf else None
     return _Frames(frames.payloads, ids, indexes, reasons)
 
@@ -115,7 +119,10 @@ def decode_column(payloads: pa.Array, decoding: Decoding) -> tuple[pa.Array, lis
         except Exception as e:  # the libraries' own errors for bytes that are not the schema
             frames.reasons[i] = f"bad bytes for schema id {frames.ids[i]}: {type(e).__name__}: {e}"
             if not decoding.framed:
-                frames.reasons[i] = f"bad bytes: {type(e).__name__}: {e}"
+                frames.reasons[i] = (
+                    f"bad bytes for a plain payload ({decoding.field}.framing=none): "
+                    f"{type(e).__name__}: {e}"
+                )
     return pa.array(out, arrow_type), frames.reasons
 
 

@@ -139,6 +139,41 @@ def proto_for(arrow_type: pa.DataType, message: str = "topLevelRecord", package:
 # --- parsing ----------------------------------------------------------------------------------
 
 
+def _serialized_file(text: str) -> tuple[bytes, str] | None:
+    """A schema given as a base64 FileDescriptorProto (the form confluent-kafka's
+    ProtobufSerializer registers, and a registry may hand back) as a FileDescriptorSet with the
+    well-known types it imports, and its file name; None for .proto text."""
+    import base64
+    import binascii
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message import DecodeError
+
+    stripped = text.strip()
+    if not stripped or any(c.isspace() for c in stripped) or "{" in stripped:
+        return None
+    try:
+        file = descriptor_pb2.FileDescriptorProto.FromString(
+            base64.b64decode(stripped, validate=True)
+        )
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    if not file.name or not file.message_type:
+        return None
+    files = descriptor_pb2.FileDescriptorSet()
+    for dependency in file.dependency:
+        try:
+            known = descriptor_pool.Default().FindFileByName(dependency)
+        except KeyError:
+            raise SchemaError(
+                f"the serialized schema {file.name} imports {dependency}, which is not a "
+                "well-known type: give the schema as .proto text"
+            ) from None
+        known.CopyToProto(files.file.add())
+    files.file.add().CopyFrom(file)
+    return files.SerializeToString(), file.name
+
+
 def _protoc(text: str, file_name: str) -> bytes:
     """protoc's FileDescriptorSet (with imports) for one .proto text; SchemaError with protoc's
     first message line when it does not parse."""
@@ -178,7 +213,11 @@ def parse_proto(
 ) -> ProtobufSchema:
     """A .proto text as a ProtobufSchema of `message` (its full or short name; default: the
     file's first message, the registry serializers' default)."""
-    descriptor_set = _protoc(text, file_name)
+    serialized = _serialized_file(text)
+    if serialized is not None:  # what confluent-kafka's ProtobufSerializer registers
+        descriptor_set, file_name = serialized
+    else:
+        descriptor_set = _protoc(text, file_name)
     pool = _pool(descriptor_set)
     file = pool.FindFileByName(file_name)
     names = _message_names(file)

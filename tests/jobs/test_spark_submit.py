@@ -85,8 +85,12 @@ def test_session_conf_precedence(tmp_path):
     assert defaults["spark.sql.session.timeZone"] == "UTC"
     assert "spark.sql.extensions" not in defaults  # commented out: no Delta jars by default
     conf = resolve_session_conf({"a": "1", "b": "2"}, {"b": "submitted"}, {"c": 3})
-    assert conf == {"a": "1", "c": "3", "spark.master": "local[*]"}
-    assert "spark.master" not in resolve_session_conf({}, {"spark.master": "yarn"})
+    quiet = {"spark.python.daemon.module": "jobs.spark.quiet_daemon"}  # local masters only
+    assert conf == {"a": "1", "c": "3", "spark.master": "local[*]", **quiet}
+    assert resolve_session_conf({}, {"spark.master": "yarn"}) == {}
+    assert resolve_session_conf({}, {"spark.master": "local[2]"}) == quiet
+    own = {"spark.python.daemon.module": "mine"}
+    assert resolve_session_conf({}, {"spark.master": "local[2]", **own}) == {}
     text = "# comment\nspark.x  1 \t\nspark.y=\\u0020two\\n\\\n  \x01\nlonely\n! spark.z 3\n"
     own = tmp_path / "own.conf"
     own.write_text(text)

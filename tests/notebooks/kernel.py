@@ -14,6 +14,7 @@ import ast
 import base64
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "committed_source",
     "execute",
     "images",
+    "numbers_in_prose",
     "stdout",
     "value",
 ]
@@ -118,6 +120,23 @@ def value(cell: NotebookNode) -> str:
     results = [o for o in cell.outputs if o.output_type == "execute_result"]
     assert len(results) == 1, cell.source[:60]
     return results[0].data["text/plain"]
+
+
+_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def numbers_in_prose(nb: NotebookNode, noun: str) -> list[int]:
+    """Every count the notebook's text gives for `noun` ("three segments", "2 charts"), in
+    order: what a test holds against the cells' outputs, so the prose cannot drift from them."""
+    words = "|".join(_NUMBER_WORDS)
+    pattern = re.compile(rf"\b(\d+|{words}) {re.escape(noun)}\b", re.IGNORECASE)
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for number in pattern.findall(cell.source):
+                low = number.lower()
+                found.append(int(low) if low.isdigit() else _NUMBER_WORDS.index(low))
+    return found
 
 
 def stdout(cell: NotebookNode) -> str:

@@ -120,3 +120,24 @@ def test_protobuf_values_with_a_schema_id_read_by_the_runtime(spark, tmp_path: P
         event = message.FromString(framed[6:])
         got[event.id] = (event.user, event.event_time.ToDatetime(tzinfo=UTC))
     assert got == {r["id"]: (r["user"], r["event_time"]) for r in rows}
+
+
+def test_avro_with_a_schema_id_and_no_registry_reads_back_with_no_schema(
+    spark, tmp_path: Path
+) -> None:
+    """The schema derived from the columns is kept with the output; the read finds it by the id
+    in each value's header."""
+    from jobs.schemas.store import WriterSchemaStore
+    from tests.datasource.helpers import read
+
+    rows = source_rows(6)
+    source = write_parquet(tmp_path / "src", rows)
+    value = {"columns": ["id", "user"], "format": "avro", "schema_id": 12}
+    doc = config_doc(source, tmp_path / "out", mapping={"value": value}, ordering="source")
+    doc["topics"]["events"]["partitions"] = 1
+    ingest.run(spark, IngestConfig.from_dict(doc), run_id="avro-1", out=lambda *_: None)
+    stored = WriterSchemaStore.of_output(tmp_path / "out").load("events-value")
+    assert stored is not None and (stored.format, sorted(stored.texts)) == ("avro", [12])
+    df = read(spark, tmp_path / "out", subscribe="events", **{"value.format": "avro"})
+    got = {r.value_decoded.id: r.value_decoded.user for r in df.collect()}
+    assert got == {r["id"]: r["user"] for r in rows}

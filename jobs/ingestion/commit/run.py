@@ -15,6 +15,7 @@ Not exported from `jobs.ingestion.commit`: this module uses the writer, which us
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interru
 from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.run.history import IngestHistory
 from jobs.ingestion.run.lock import RunLock
-from jobs.ingestion.staging.task_staging import TaskManifest
+from jobs.ingestion.run.meta import meta_root
+from jobs.ingestion.staging.task_staging import TaskManifest, journal_path
 from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range
 
 
@@ -46,12 +48,49 @@ class OpenRun:
 
 @contextmanager
 def open_run(root: Path, run_id: str) -> Iterator[OpenRun]:
-    """Steps every commit starts with, under the run lock held until the block ends."""
+    """Steps every commit starts with, under the run lock held until the block ends.
+
+    A first run on a new output root that fails before it publishes (a missing source table, a
+    refused schema) takes back the directories it made: the root and its meta area (staging,
+    lock), so the output is as it was, not an empty log dir and a stale lock file.
+    """
+    made = _missing_dirs(root) + [meta_root(root)] * (not meta_root(root).exists())
     root.mkdir(parents=True, exist_ok=True)
     with RunLock(root, run_id):
-        recovered = recover_interrupted_publish(root)
-        cleanup_stale_staging(root, run_id)
-        yield OpenRun(root, run_id, IngestHistory(root), recovered)
+        try:
+            recovered = recover_interrupted_publish(root)
+            cleanup_stale_staging(root, run_id)
+            yield OpenRun(root, run_id, IngestHistory(root), recovered)
+        except BaseException:
+            _take_back(root, made)
+            raise
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _take_back(root: Path, made: list[Path]) -> None:
+    """Remove the directories this run made, while nothing is published in the root and no
+    publish has begun (under
+    the run lock: the lock file goes with the meta area; a run waiting on it finds the file
+    gone and takes a new one)."""
+    meta = meta_root(root)
+    if not made or journal_path(root).exists() or (root.exists() and any(root.iterdir())):
+        return  # a publish began (its journal settles it on the next run) or something is out
+    if meta in made:
+        shutil.rmtree(meta, ignore_errors=True)
+    for directory in made:
+        if directory != meta:
+            try:
+                directory.rmdir()  # only while empty
+            except OSError:
+                return
 
 
 def segments_to_continue(

@@ -79,9 +79,17 @@ def test_report_and_offline_html(confluent_audit) -> None:
     assert report.num_rows == result.rows.num_rows
     assert set(report.column("job").to_pylist()) == {"compaction-audit"}
     page = (work / "audit.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count('<figure class="chart') == 3 and "<img" not in page
     assert not re.search(r"(src|href)=\"https?:", page)  # opens offline
-    assert "<td>__consumer_offsets</td>" in page and "compaction audit" in result.summary
+    assert "<h2>__consumer_offsets</h2>" in page and "compaction audit" in result.summary
+
+
+def test_html_with_no_file_goes_beside_the_log_dir_not_into_the_current_dir() -> None:
+    args = audit_job._parser().parse_args(["--log-dir", "/data/logs", "--html"])
+    assert args.html == ""  # run() writes to default_html_path
+    where = audit_job.default_html_path(Path("/data/logs"))
+    assert where == Path("/data/.logs.kafkalog/compaction-audit.html")
+    assert audit_job._parser().parse_args(["--log-dir", "x"]).html is None
 
 
 def test_generated_partition_matches_the_single_process_reference(spark, tmp_path: Path) -> None:
