@@ -126,6 +126,9 @@ def _is_config_part(block: Block) -> bool:
 
 REASONS: dict[str, Callable[[Block], bool]] = {
     "needs a Kafka broker": lambda b: re.search(r"(?m)^\s*kafka-[\w-]+", b.text) is not None,
+    "needs a Spark Connect server": lambda b: (
+        re.search(r"(--remote\s+|SPARK_REMOTE=)sc://", b.text) is not None
+    ),
     "needs a Spark cluster": lambda b: (
         re.search(r"--master\s+(yarn|k8s://|spark://)", b.text) is not None
     ),
