@@ -10,9 +10,10 @@ three: `_change_type` (insert, update_postimage, delete), `_commit_version` (big
   into one Parquet file in the run's staging (`scratch`, a directory every executor sees) and
   Spark reads that: the driver holds one batch at a time, whatever the range's size.
 
-`update_preimage` rows are dropped here: an update's record is its new value. What a delete
-becomes (a tombstone: the key, a null value) and the order within a run (`CHANGE_ORDERING`, then
-the configured ordering) are the mapping's and the config's.
+Both readers keep the `update_preimage` rows: whether an update's old key is gone (a key change)
+is known only once the mapping's key is computed (`gone_keys_as_deletes`, stage 1 of the
+mapping). What a delete becomes (a tombstone: the key, a null value) and the order within a run
+(`CHANGE_ORDERING`, then the configured ordering) are the mapping's and the config's.
 
 Every version of the range must record the feed (`delta.enableChangeDataFeed = true` in that
 version's metadata), or its changes are not in the log: refused before reading, naming the
@@ -26,13 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jobs.spark.delta import open_table, table_root
 from kafkalog_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -43,6 +43,7 @@ __all__ = [
     "DELETE",
     "FEED_PROPERTY",
     "check_feed_recorded",
+    "gone_keys_as_deletes",
     "read_changes_deltars",
     "read_changes_spark",
 ]
@@ -52,7 +53,9 @@ COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 DELETE = "delete"
+INSERT = "insert"
 PREIMAGE = "update_preimage"
+POSTIMAGE = "update_postimage"
 FEED_PROPERTY = "delta.enableChangeDataFeed"
 
 # Offsets within a run: by commit version, a version's deletes before its inserts (an overwrite
@@ -123,10 +126,8 @@ def read_changes_deltars(
         )
         with pq.ParquetWriter(target / FEED_FILE, schema) as writer:
             for batch in stream:
-                rows = _conformed(batch, schema)
-                kept = rows.filter(pc.not_equal(rows.column(CHANGE_TYPE), PREIMAGE))
-                if kept.num_rows:
-                    writer.write_batch(kept)
+                if batch.num_rows:
+                    writer.write_batch(_conformed(batch, schema))
     except DeltaError as error:
         raise ConfigError(
             f"source.changes=cdf: cannot read the change data of Delta table {path!r}, "
@@ -171,8 +172,32 @@ def read_changes_spark(
         .option("startingVersion", first)
         .option("endingVersion", last)
     )
-    changes = reader.table(table) if table else reader.load(str(path))
-    return changes.where(F.col(CHANGE_TYPE) != PREIMAGE)
+    return reader.table(table) if table else reader.load(str(path))
+
+
+def gone_keys_as_deletes(changes: DataFrame, key: Column) -> tuple[DataFrame, Column]:
+    """The change rows with each update's preimage resolved by its record `key`: a preimage whose
+    key has neither a postimage nor an insert in the same commit version is a key that version
+    removed (an UPDATE or MERGE that changed the key), so it becomes a delete (a tombstone, as
+    Debezium writes for a primary key change); every other preimage is dropped (the update's
+    record is its postimage). Returns the rows and their key as a column of them.
+
+    Keys compare null-safe: a keyless mapping's updates keep nothing of their preimages. Only the
+    (version, key) pairs of inserts and postimages are exchanged to find the gone keys, not the
+    rows."""
+    from pyspark.sql import functions as F
+
+    key_column, version, kept_key = "_kl_change_key", "_kl_kept_version", "_kl_kept_key"
+    rows = changes.withColumn(key_column, key)
+    kind = F.col(CHANGE_TYPE)
+    preimages = rows.where(kind == PREIMAGE)
+    others = rows.where(~F.coalesce(kind == PREIMAGE, F.lit(False)))
+    kept = others.where(kind.isin(INSERT, POSTIMAGE)).select(
+        F.col(COMMIT_VERSION).alias(version), F.col(key_column).alias(kept_key)
+    )
+    same = (F.col(COMMIT_VERSION) == F.col(version)) & F.col(key_column).eqNullSafe(F.col(kept_key))
+    gone = preimages.join(kept, same, "left_anti").withColumn(CHANGE_TYPE, F.lit(DELETE))
+    return others.unionByName(gone), F.col(key_column)
 
 
 def _deltars_location(location: str) -> str:

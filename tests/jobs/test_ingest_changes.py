@@ -204,6 +204,55 @@ def test_spark_delta_source_gives_the_same_records(spark, table, tmp_path, one_r
     assert _in_runs(spark, table, tmp_path / "logs", [1, 4], reader="spark") == one_run
 
 
+def _rekeyed_table(path: str) -> str:
+    """Keys k01-k10 (v0); v1: `UPDATE ... SET id = 'k99' WHERE id = 'k01'`; v2: a MERGE that moves
+    k02 to k98 and k05 to k02 (k02's old row gone, its key kept by k05's row: no tombstone)."""
+    rows = pa.table(
+        {
+            "id": [f"k{i:02d}" for i in range(1, 11)],
+            "name": [f"n{i}" for i in range(1, 11)],
+            "updated_at": [T0] * 10,
+        },
+        schema=pa.schema([("id", pa.string()), *list(SCHEMA)[1:]]),
+    )
+    write_deltalake(path, rows, configuration=FEED)
+    DeltaTable(path).update(updates={"id": "'k99'"}, predicate="id = 'k01'")  # 1
+    moves = pa.table({"old": ["k02", "k05"], "new": ["k98", "k02"]})
+    (  # 2
+        DeltaTable(path)
+        .merge(source=moves, predicate="t.id = s.old", source_alias="s", target_alias="t")
+        .when_matched_update(updates={"id": "s.new"})
+        .execute()
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def rekeyed(tmp_path_factory) -> str:
+    return _rekeyed_table(str(tmp_path_factory.mktemp("rekeyed") / "t"))
+
+
+def assert_live_keys_are_the_tables_rows(records: list[tuple], table: str) -> None:
+    """After compaction the topic holds each key's latest record: the live ones must be exactly
+    the table's rows, the keys a commit moved away tombstones."""
+    latest: dict[str, dict | None] = {}
+    for _topic, _partition, _offset, key, value, _headers, _ts in records:  # offset order
+        latest[key.decode()] = None if value is None else json.loads(value)
+    rows = {r["id"]: r["name"] for r in DeltaTable(table).to_pyarrow_table().to_pylist()}
+    live = {k: v["name"] for k, v in latest.items() if v is not None}
+    assert live == rows and len(live) == 10
+    assert {k for k, v in latest.items() if v is None} == {"k01", "k05"}
+
+
+def test_a_changed_key_leaves_a_tombstone_for_the_old_key(spark, rekeyed, tmp_path):
+    root = tmp_path / "logs"
+    result = _ingest(spark, _doc(rekeyed, root), "all")
+    assert result.status == "committed" and result.records == 10 + 1 + 1 + 2 + 1
+    assert_live_keys_are_the_tables_rows(read_root(root), rekeyed)
+    # one run per version: the same records
+    assert _in_runs(spark, rekeyed, tmp_path / "per-version", [0, 1, 2]) == read_root(root)
+
+
 def test_a_range_without_the_feed_is_refused_naming_the_property(spark, tmp_path):
     path = str(tmp_path / "late")
     write_deltalake(path, _rows([(1, "a"), (2, "b")], 0))  # 0: no feed
