@@ -17,14 +17,19 @@ mapping). What a delete becomes (a tombstone: the key, a null value) and the ord
 
 Every version of the range must record the feed (`delta.enableChangeDataFeed = true` in that
 version's metadata), or its changes are not in the log: refused before reading, naming the
-property, as Delta's own reader refuses such a range (delta-rs checks only some versions).
+property, as Delta's own reader refuses such a range (delta-rs checks only some versions). And
+every file the range's changes are read from must still be there (`check_feed_files_present`):
+a VACUUM removes them, and the readers would fail deep in the read; refused naming the versions
+and the way out, a full load of the latest version and the feed from there.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -42,6 +47,7 @@ __all__ = [
     "COMMIT_VERSION",
     "DELETE",
     "FEED_PROPERTY",
+    "check_feed_files_present",
     "check_feed_recorded",
     "gone_keys_as_deletes",
     "read_changes_deltars",
@@ -95,6 +101,62 @@ def check_feed_recorded(location: str, first: int, last: int) -> None:
             )
 
 
+def check_feed_files_present(location: str, first: int, last: int) -> None:
+    """Refuse when a version in [first, last] of the table at `location` lost the files its
+    changes are read from (a VACUUM removed them): its `cdc` files, or, for a version without
+    any, the data files it added or removed. One line naming the versions and the way out."""
+    import json
+
+    import pyarrow.fs as pafs
+
+    if first > last:
+        return
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", location):
+        fs, root = pafs.FileSystem.from_uri(location)
+    else:
+        fs, root = pafs.LocalFileSystem(), str(Path(location).absolute())
+    root = root.rstrip("/")
+    wanted: dict[str, int] = {}  # file -> the first version in the range that reads it
+    for version in range(first, last + 1):
+        try:
+            with fs.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as commit:
+                actions = [json.loads(line) for line in commit.read().splitlines() if line]
+        except (OSError, ValueError):
+            continue  # a commit delta-rs or Delta cannot load either: their error says so
+        cdc = [a["cdc"]["path"] for a in actions if "cdc" in a]
+        data = [
+            a[kind]["path"]
+            for a in actions
+            for kind in ("add", "remove")
+            if kind in a and a[kind].get("dataChange", True)
+        ]
+        for file in cdc or data:
+            if "://" not in file:
+                wanted.setdefault(f"{root}/{unquote(file)}", version)
+    if not wanted:
+        return
+    infos = fs.get_file_info(list(wanted))
+    gone = sorted({wanted[i.path] for i in infos if i.type == pafs.FileType.NotFound})
+    if gone:
+        raise ConfigError(
+            f"source.changes=cdf: the change data of version(s) {_versions(gone)} of Delta "
+            f"table {location!r} is gone (its files were vacuumed); load version {last} in full "
+            f"(--version {last}, without changes: cdf), then go on with changes: cdf from there "
+            f"(--since-version {last})"
+        )
+
+
+def _versions(versions: list[int]) -> str:
+    """`0-3, 7`: sorted versions as runs."""
+    runs: list[list[int]] = []
+    for v in versions:
+        if runs and runs[-1][1] == v - 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def feed_schema(table_schema: pa.Schema) -> pa.Schema:
     """The rows' schema: the table's columns, then Delta's three change columns."""
     return pa.schema([*table_schema, *_CHANGE_FIELDS])
@@ -114,6 +176,7 @@ def read_changes_deltars(
     if first > last:
         return spark.createDataFrame([], spark_schema)
     check_feed_recorded(path, first, last)
+    check_feed_files_present(path, first, last)
     import pyarrow.parquet as pq
 
     target = Path(scratch)
@@ -128,7 +191,8 @@ def read_changes_deltars(
             for batch in stream:
                 if batch.num_rows:
                     writer.write_batch(_conformed(batch, schema))
-    except DeltaError as error:
+    except (DeltaError, pa.ArrowException, OSError) as error:
+        check_feed_files_present(path, first, last)  # vacuumed while being read
         raise ConfigError(
             f"source.changes=cdf: cannot read the change data of Delta table {path!r}, "
             f"versions {first}-{last}: {_first_line(error)}"
@@ -166,6 +230,7 @@ def read_changes_spark(
         )
     location = path if path else spark.sql(f"DESCRIBE DETAIL {ident}").collect()[0]["location"]
     check_feed_recorded(_deltars_location(str(location)), first, last)
+    check_feed_files_present(_deltars_location(str(location)), first, last)
     reader = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")

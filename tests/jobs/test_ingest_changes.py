@@ -101,6 +101,11 @@ def _doc(table: str, root: Path, *, reader: str = "delta-rs", **source) -> dict:
     }
 
 
+def require_delta_session(spark) -> None:
+    if not has_delta_extension(spark):
+        pytest.fail("Spark's Delta source needs the delta-spark jars in the session", pytrace=False)
+
+
 def _ingest(spark, doc: dict, run_id: str, **kw):
     return run(spark, IngestConfig.from_dict(doc), run_id=run_id, out=lambda *_: None, **kw)
 
@@ -289,3 +294,30 @@ def test_config_rules():
         )
     with pytest.raises(ConfigError, match=r"source.changes='rows' is invalid"):
         IngestConfig.from_dict({**doc, "source": {**doc["source"], "changes": "rows"}})
+
+
+@pytest.mark.parametrize("reader", ["delta-rs", "spark"])
+def test_vacuumed_change_files_are_one_line_naming_the_versions(spark, tmp_path, reader):
+    if reader == "spark":
+        require_delta_session(spark)
+    path = str(tmp_path / "t")
+    write_deltalake(path, _rows([(1, "a"), (2, "b"), (3, "c")], 0), configuration=FEED)
+    DeltaTable(path).update(new_values={"name": "x"}, predicate="id = 1")  # 1
+    DeltaTable(path).delete("id = 2")  # 2
+    write_deltalake(path, _rows([(4, "d")], 3), mode="append")  # 3
+    # VACUUM with no retention removes version 0's data file (its inserts); then the change
+    # files of versions 1 and 2 go as well (delta-rs's vacuum keeps _change_data)
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    for file in (Path(path) / "_change_data").iterdir():
+        file.unlink()
+    latest = DeltaTable(path).version()  # the vacuum commits versions of its own
+    root = tmp_path / "logs"
+    with pytest.raises(ConfigError) as info:
+        _ingest(spark, _doc(path, root, reader=reader), "r1")
+    message = str(info.value)
+    assert "\n" not in message and "version(s) 0-2 of Delta table" in message
+    assert f"--version {latest}" in message and f"--since-version {latest}" in message
+    assert read_root(root) == [] and IngestHistory(root).find_run("r1") is None
+    # the way out: the changes after the versions whose files are gone read fine
+    result = _ingest(spark, _doc(path, root, reader=reader, since_version=2), "r2")
+    assert result.status == "committed" and result.records == 1
