@@ -19,8 +19,8 @@ write_driver.py, tests/jobs/ingest_helpers.py):
   of a delete-policy topic;
 - write: `df.write.format("kafkalog")` (append, run id w1) by a driver of its own on a log dir
   that run w0 wrote;
-- ingest-MODE-READER: `./spark-submit.sh --master local[1] ingest --tasks 2` (run id w1, 120
-  Parquet rows in 2 files to 3 partitions of 4 KiB segments) on a log dir that run w0 wrote,
+- ingest-MODE-READER: `./spark-submit.sh --master local[1] ingest` (run id w1, 120 Parquet rows
+  in 2 files to 3 partitions of 4 KiB segments; 2 tasks, or one per file in the direct mode) on a log dir that run w0 wrote,
   for each write mode (range: ordering [event_time, id]; direct: the source order) and task
   reader (spark, arrow).
 
@@ -129,12 +129,14 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
     def config(case: Path, run: str) -> dict:
         return _ingest_doc(sources / run, case / "logs", mode)
 
+    tasks = 2 if mode.startswith("range") else None  # direct: one task per input split
+
     def rerun(case: Path, spark, run: str = "w1") -> None:
         ingest_run(
             spark,
             IngestConfig.from_dict(config(case, run)),
             run_id=run,
-            tasks=2,
+            tasks=tasks,
             now_ms=parse_now(INGEST_NOW),
             out=lambda *_: None,
         )
@@ -159,8 +161,7 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
             str(file),
             "--run-id",
             "w1",
-            "--tasks",
-            "2",
+            *(["--tasks", str(tasks)] if tasks else []),
             "--now",
             INGEST_NOW,
         ]
