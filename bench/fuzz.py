@@ -15,9 +15,19 @@ CRC), damaged index files, or two or three of these at once. Then, in-process:
 `verify_partition`, `rebuild_partition` (what `rebuild-index --mode rebuild` runs per partition),
 `verify_partition` again.
 
+Before that, a copy of the mutated dir is opened as a broker's startup opens it
+(`PartitionLog.open`, the loader every writer and job uses), after a clean shutdown or an
+unclean one with a recovery point drawn per case. A small model of Kafka's LogLoader, written
+here from its rules (pass 4 recovers a segment without .index or with a corrupt .txnindex and
+ignores what it cut; pass 5, after an unclean shutdown, recovers from the recovery point's
+segment on, cuts the first invalid batch and drops every later segment; nothing else is cut),
+says which batches a broker keeps: every one of them must still be there, byte for byte
+(`load-lost` otherwise). Cases whose offsets go backwards or overflow a segment (a broker's
+load fails or splits) are outside the model and counted as such.
+
 It must show, per case: no exception but a KafkaLogError subclass (reported by class), no hang
 (`--case-timeout` seconds per case, and a worker that stops answering), nothing left to fix after
-one rebuild; and for a sample (`--java-sample`, read in batches of partition dirs per JVM), a
+one rebuild, no batch lost by a load that a broker keeps; and for a sample (`--java-sample`, read in batches of partition dirs per JVM), a
 rebuilt log that Kafka's client (tests/java/ReadLog.java: every batch and record validated)
 reads without error, batch for batch as verify counted. Prints the counts per mutation kind and
 per outcome, and every failing case with the numbers that replay it. Exit 1 on any failure.
@@ -45,8 +55,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa  # noqa: E402
 
+from kafkalog_core.config import LogConfig  # noqa: E402
 from kafkalog_core.errors import KafkaLogError  # noqa: E402
+from kafkalog_core.log.index.txn_index import TransactionIndex  # noqa: E402
 from kafkalog_core.log.names import INDEX_SUFFIXES, log_file_name  # noqa: E402
+from kafkalog_core.log.partition.partition_log import PartitionLog  # noqa: E402
 from kafkalog_core.maintenance.rebuild import rebuild_partition  # noqa: E402
 from kafkalog_core.maintenance.verify import verify_partition  # noqa: E402
 from kafkalog_core.record.batch import Compression, iter_batch_headers  # noqa: E402
@@ -58,7 +71,7 @@ from kafkalog_core.record.encoder import BatchOptions, encode_records  # noqa: E
 
 INTERVAL = 256  # the templates' index.interval.bytes
 SEGMENT_BYTES = 2048
-FAILURES = ("untyped-error", "left-to-fix", "timeout")
+FAILURES = ("untyped-error", "left-to-fix", "timeout", "load-lost")
 
 
 # ---- templates ------------------------------------------------------------------------------
@@ -266,6 +279,98 @@ def mutate(rng: random.Random, pdir: Path, kind: str) -> str:
     return f"{segment.name[:20]} {what}"
 
 
+# ---- the load property: what Kafka's LogLoader keeps is kept --------------------------------------
+def _kept_prefix(data: bytes) -> tuple[list[bytes], bool]:
+    """The batches Kafka's recovery keeps of a .log (CRC-checked walk, stops at the first
+    invalid batch) and whether it would cut anything."""
+    kept, end = [], 0
+    try:
+        for h in iter_batch_headers(data, verify=True):
+            kept.append(data[h.position : h.position + h.size])
+            end = h.position + h.size
+    except KafkaLogError:
+        pass
+    return kept, end < len(data)
+
+
+def _in_model(base: int, data: bytes) -> bool:
+    """Offsets that increase and fit the segment: a broker's load neither fails nor splits."""
+    previous = base - 1
+    try:
+        for h in iter_batch_headers(data):
+            if h.base_offset <= previous or not 0 <= h.last_offset - base <= 2**31 - 1:
+                return False
+            previous = h.last_offset
+    except KafkaLogError:
+        pass
+    return True
+
+
+def kafka_keeps(pdir: Path, clean: bool, recovery_point: int) -> list[bytes] | None:
+    """The batches Kafka's LogLoader keeps of `pdir` (None: outside the model)."""
+    logs = sorted(pdir.glob("*.log"))
+    segments = [(int(p.name[:20]), p.read_bytes()) for p in logs]
+    if not all(_in_model(base, data) for base, data in segments):
+        return None
+    files: list[bytes] = []  # each .log as pass 4 leaves it
+    for path, (base, data) in zip(logs, segments, strict=True):
+        recover = not path.with_suffix(".index").exists()
+        txn = path.with_suffix(".txnindex")
+        if not recover and txn.exists():
+            try:
+                TransactionIndex(txn, base).sanity_check()
+            except KafkaLogError:
+                recover = True
+        files.append(b"".join(_kept_prefix(data)[0]) if recover else data)
+    kept = [list(_batches_of(data)) for data in files]
+    if not clean:
+        first = max([k for k, (base, _) in enumerate(segments) if base <= recovery_point] or [0])
+        for k in range(first, len(segments)):
+            prefix, cuts = _kept_prefix(files[k])
+            kept[k] = prefix
+            if cuts:
+                kept = kept[: k + 1]
+                break
+    return [batch for segment in kept for batch in segment]
+
+
+def _batches_of(data: bytes):
+    """Every whole batch a reader walks (no CRC check): what an untouched segment holds."""
+    try:
+        for h in iter_batch_headers(data):
+            yield data[h.position : h.position + h.size]
+    except KafkaLogError:
+        return
+
+
+def load_case(seed: int, case: int, pdir: Path) -> tuple[str, str]:
+    """Open a copy of the mutated `pdir` as a broker's startup would; (outcome, detail)."""
+    rng = random.Random(f"{seed}:{case}:load")
+    bases = sorted(int(p.name[:20]) for p in pdir.glob("*.log"))
+    clean = rng.random() < 0.4
+    recovery_point = rng.choice([0, *bases]) if bases else 0
+    want = kafka_keeps(pdir, clean, recovery_point)
+    if want is None:
+        return "out-of-model", ""
+    config = LogConfig.from_dict(
+        {"index.interval.bytes": str(INTERVAL), "segment.bytes": str(4 * SEGMENT_BYTES)}
+    )
+    try:
+        PartitionLog.open(
+            pdir, config, had_clean_shutdown=clean, recovery_point=recovery_point
+        ).close()
+    except KafkaLogError as e:
+        return f"refused:{type(e).__name__}", str(e)[:300]
+    have = Counter(b for p in sorted(pdir.glob("*.log")) for b in _batches_of(p.read_bytes()))
+    lost = Counter(want) - have
+    if lost:
+        return "load-lost", (
+            f"{sum(lost.values())} of the {len(want)} batches a broker keeps are gone "
+            f"(clean={clean}, recovery point {recovery_point})"
+        )
+    return "kept", ""
+
+
 # ---- one case ---------------------------------------------------------------------------------
 class CaseTimeout(BaseException):
     """Raised by the per-case alarm (a BaseException: no `except Exception` swallows it)."""
@@ -285,6 +390,7 @@ class CaseResult:
     detail: str = ""
     seconds: float = 0.0
     batches: dict[str, int] = field(default_factory=dict)  # segment -> batches, after rebuild
+    load: str = ""  # the load property: kept / out-of-model / refused:<Error> / load-lost
 
 
 def case_rng(seed: int, case: int) -> random.Random:
@@ -300,9 +406,17 @@ def run_case(seed: int, case: int, templates: Path, work: Path, timeout: float) 
     shutil.rmtree(pdir, ignore_errors=True)
     shutil.copytree(templates / template, pdir)
     result = CaseResult(case, template, kind, mutate(rng, pdir, kind), "clean")
+    loaded = work / f"l{case}"
+    shutil.rmtree(loaded, ignore_errors=True)
+    shutil.copytree(pdir, loaded)
     began = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
+        result.load, detail = load_case(seed, case, loaded)
+        shutil.rmtree(loaded, ignore_errors=True)
+        if result.load == "load-lost":
+            result.outcome, result.detail = "load-lost", detail
+            return result
         before = verify_partition(pdir, INTERVAL)
         rebuild_partition(pdir, INTERVAL)
         after = verify_partition(pdir, INTERVAL)
@@ -436,6 +550,7 @@ def _run(args: argparse.Namespace, templates: Path, work: Path, java: Path) -> i
     init = (args.seed, str(templates), str(work), str(java), args.java_sample, args.case_timeout)
     by_kind: Counter[tuple[str, str]] = Counter()
     outcomes: Counter[str] = Counter()
+    loads: Counter[str] = Counter()
     failures: list[CaseResult] = []
     typed: dict[str, CaseResult] = {}
     expected: dict[str, dict[str, int]] = {}
@@ -452,6 +567,7 @@ def _run(args: argparse.Namespace, templates: Path, work: Path, java: Path) -> i
             for r in chunk:
                 by_kind[(r.kind, r.outcome)] += 1
                 outcomes[r.outcome] += 1
+                loads[r.load.split(":")[0]] += 1
                 slowest = max(slowest, r.seconds)
                 if r.outcome in FAILURES:
                     failures.append(r)
@@ -470,6 +586,10 @@ def _run(args: argparse.Namespace, templates: Path, work: Path, java: Path) -> i
     java_seconds = time.monotonic() - java_began
     total = sum(outcomes.values())
     _report(args, total, by_kind, outcomes, fuzz_seconds, slowest)
+    print(
+        "load (what Kafka's LogLoader keeps is kept): "
+        + ", ".join(f"{n} {name or 'not reached'}" for name, n in sorted(loads.items()))
+    )
     print(
         f"Kafka's client (ReadLog.java): {len(sample_dirs)} rebuilt partition dirs "
         f"({sum(len(v) for v in expected.values())} segments) read in "

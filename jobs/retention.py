@@ -5,11 +5,19 @@
 
 From a notebook: `jobs.retention.run(spark, "/data/kafka-logs", apply=False)`.
 
-A dry run (the default) changes no byte: it reports every segment with keep/delete and why.
+A dry run (the default) changes no byte: it reports every segment with keep/delete and why,
+judged as a broker judges the dir it loads: a segment's largest timestamp is its time index's
+last entry, or its .log's mtime when that index is empty or missing (a broker creates a missing
+one empty); where the broker's load rebuilds the indexes first (no `.kafka_cleanshutdown` in the
+log dir: from each partition's recovery point on; a segment without .index), its records'
+timestamps, and the reason says so. Sizes are what a loaded log holds (whole batches).
+A non-empty active segment that breaches retention goes too, as on a broker: a new empty active
+segment at the log end offset is rolled first.
 `--apply` deletes the way a broker does, in steps that each leave a state both a broker and the
 next run understand:
-1. tasks rename each victim's files to `.deleted`, oldest first, and drop leader-epoch entries
-   below the new log start offset;
+1. tasks roll a new empty segment where every segment goes (its .log last), rename each victim's
+   files to `.deleted`, oldest first, and drop leader-epoch entries below the new log start
+   offset;
 2. the driver writes `log-start-offset-checkpoint` atomically, then raises every recovery point
    in `recovery-point-offset-checkpoint` that is below its log start offset up to it (Kafka
    never leaves a recovery point below the log start);
@@ -29,6 +37,14 @@ and no ingest run wrote it (a copied ZooKeeper-era broker dir, a copy without it
 The refusal names the topics; `--topic-config` supplies their settings, `--assume-defaults`
 accepts Kafka's defaults knowingly. A dry run reports them and warns that their settings are
 assumed.
+
+Tiered storage (`remote.storage.enable=true`): a broker applies `local.retention.ms` /
+`local.retention.bytes` (-2: the plain setting) and deletes only segments already uploaded,
+which an offline run cannot know. The dry run reports what the local settings would delete as
+if every closed segment were uploaded, and says the upload state is unknown. `--apply` refuses
+such topics unless `--uploaded-offsets FILE` (lines `<topic> <partition> <offset>`: the highest
+offset in remote storage) names each of their partitions, or `--accept-unknown-uploads` takes
+the risk of deleting local segments never uploaded.
 """
 
 from __future__ import annotations
@@ -55,7 +71,11 @@ from jobs.maintenance.common import (
 )
 from jobs.maintenance.report import write_report
 from kafkalog_core.config import LogConfig
-from kafkalog_core.log.checkpoints import OffsetCheckpointFile, read_high_watermarks
+from kafkalog_core.log.checkpoints import (
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+    read_high_watermarks,
+)
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     QUARANTINE_FILE_SUFFIX,
@@ -66,6 +86,7 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.maintenance.retention import (
     RetentionDecision,
+    RetentionLimits,
     backfill_risk,
     delete_quarantine_files,
     mark_segments_deleted,
@@ -74,9 +95,10 @@ from kafkalog_core.maintenance.retention import (
     raised_recovery_points,
     read_quarantine_files,
     retention_decisions,
+    roll_empty_segment,
     truncate_leader_epochs_from_start,
 )
-from kafkalog_core.maintenance.segment_facts import read_segment_facts
+from kafkalog_core.maintenance.segment_facts import as_loaded, read_segment_facts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -159,7 +181,9 @@ def _segment_rows(
     pdir: Path, unit: dict[str, Any], config: LogConfig, options: RetentionOptions
 ) -> tuple[list[dict[str, Any]], int]:
     """The segments' rows and the log start offset after their deletes."""
-    facts = [read_segment_facts(p) for p in segment_log_files(pdir)]
+    facts = as_loaded(
+        [read_segment_facts(p) for p in segment_log_files(pdir)], unit.get("recovery_from")
+    )
     if not facts:
         return [], unit["log_start_offset"]
     decisions = retention_decisions(
@@ -168,16 +192,20 @@ def _segment_rows(
         now_ms=options.now_ms,
         log_start_offset=unit["log_start_offset"],
         high_watermark=unit["high_watermark"],
+        uploaded_offset=unit.get("uploaded_offset"),
     )
     victims = [d.base_offset for d in decisions if d.delete]
     kept = [d.base_offset for d in decisions if not d.delete]
-    new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0])
+    log_end = facts[-1].next_offset
+    new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0] if kept else log_end)
     if options.apply:
+        if not kept:  # every segment goes: a broker rolls a new empty active segment first
+            roll_empty_segment(pdir, log_end)
         if victims:
             mark_segments_deleted(pdir, victims)
         # Also with no victim left: a run killed after its renames deleted the segments but
         # kept their epochs (a broker's load truncates them from the log start, too).
-        truncate_leader_epochs_from_start(pdir, new_lso)
+        truncate_leader_epochs_from_start(pdir, new_lso, log_end_offset=log_end)
     rows = [
         _row(
             unit,
@@ -252,11 +280,16 @@ def run(
     out: Callable[[str], None] = print,
     quarantine_suffix: str = QUARANTINE_FILE_SUFFIX,
     assume_defaults: bool = False,
+    uploaded_offsets: str | None = None,
+    accept_unknown_uploads: bool = False,
 ) -> MaintenanceResult:
     """Decide (and with `apply`, delete) per segment; return the report and the summary.
     `quarantine_suffix`: the one the rebuild that wrote the quarantine files used.
     `assume_defaults`: let `apply` delete by Kafka's defaults where nothing knows a topic's
-    deletion settings (else it refuses those topics before any change)."""
+    deletion settings (else it refuses those topics before any change).
+    `uploaded_offsets`: a file of `<topic> <partition> <offset>` lines, the highest offset in
+    remote storage of tiered partitions; `accept_unknown_uploads`: let `apply` delete tiered
+    topics' segments by their local settings without it (else it refuses them)."""
     check_quarantine_suffix(quarantine_suffix)  # before the Spark work, not in every task
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
@@ -274,12 +307,37 @@ def run(
             "--topic-config, broker metadata or ingest run names them); give their settings "
             "with --topic-config FILE, or pass --assume-defaults to delete by Kafka's defaults"
         )
+    uploaded = _read_uploaded_offsets(uploaded_offsets) if uploaded_offsets else {}
+    tiered = sorted(
+        {r.topic for r in refs if RetentionLimits.of(setup.configs[r.topic].config).tiered}
+    )
+    unknown = sorted(
+        f"{r.topic}-{r.partition}"
+        for r in refs
+        if r.topic in tiered and (r.topic, r.partition) not in uploaded
+    )
+    if apply and unknown and not accept_unknown_uploads:
+        raise MaintenanceError(
+            f"retention --apply refuses {_some(tiered)} (remote.storage.enable=true): a broker "
+            "deletes only segments already uploaded to remote storage, which this run cannot "
+            f"know for {_some(unknown, kind='partition')}; name the highest uploaded offset per "
+            "partition with --uploaded-offsets FILE, or pass --accept-unknown-uploads to delete "
+            "by the local settings anyway"
+        )
     options = RetentionOptions(str(root), now_ms, apply, quarantine_suffix)
     with maintenance_lock(root, run_id, read_only=not apply, out=out):
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
         high_watermarks = read_high_watermarks(root)
-        units = [_unit(r, setup.configs[r.topic], start_offsets, high_watermarks) for r in refs]
+        recovery_points = None  # a clean shutdown: a broker's load rebuilds no index
+        if not CleanShutdownFile(root).exists:
+            recovery_points = OffsetCheckpointFile(root / RECOVERY_POINT_CHECKPOINT_FILE).read()
+        units = [
+            _unit(
+                r, setup.configs[r.topic], start_offsets, high_watermarks, recovery_points, uploaded
+            )
+            for r in refs
+        ]
         rows = run_units(spark, units, retention_task(options), REPORT_SCHEMA, tasks=tasks)
         if apply:
             log_starts = _advance_log_start_offsets(lso_file, start_offsets, rows)
@@ -294,6 +352,8 @@ def run(
     if report:
         write_report(spark, rows, report, run_id=run_id, job=JOB)
     summary, warnings = summarize(rows, root, now_ms, apply, run_id)
+    if unknown:
+        warnings.insert(0, _upload_warning(tiered, unknown, apply, accept_unknown_uploads))
     if assumed:
         warnings.insert(0, _assumed_warning(assumed, apply, assume_defaults))
     out(summary)
@@ -302,12 +362,12 @@ def run(
     return MaintenanceResult(JOB, run_id, rows, summary, 0, warnings, spark)
 
 
-def _some(topics: Sequence[str], most: int = 10) -> str:
+def _some(names: Sequence[str], most: int = 10, kind: str = "topic") -> str:
     """`topic a, b` / `topics a, b, ... and 7 more`: a list that stays one line."""
-    shown = ", ".join(topics[:most]) + (
-        f" and {len(topics) - most} more" if len(topics) > most else ""
+    shown = ", ".join(names[:most]) + (
+        f" and {len(names) - most} more" if len(names) > most else ""
     )
-    return f"topic{'s' if len(topics) > 1 else ''} {shown}"
+    return f"{kind}{'s' if len(names) > 1 else ''} {shown}"
 
 
 def _assumed_warning(topics: Sequence[str], apply: bool, assume_defaults: bool) -> str:
@@ -324,13 +384,59 @@ def _assumed_warning(topics: Sequence[str], apply: bool, assume_defaults: bool) 
     )
 
 
-def _unit(ref: PartitionRef, resolved, start_offsets, high_watermarks) -> dict[str, Any]:
+def _upload_warning(
+    topics: Sequence[str], unknown: Sequence[str], apply: bool, accepted: bool
+) -> str:
+    """The word on tiered topics whose upload state nothing gave."""
+    head = (
+        f"{_some(topics)}: remote.storage.enable=true, judged by local.retention.ms/bytes; the "
+        f"upload state of {_some(unknown, kind='partition')} is unknown (judged as if every closed "
+        "segment were uploaded, while a broker deletes only uploaded segments)"
+    )
+    if accepted:
+        return f"{head}; {'deleted' if apply else 'judged'} so as --accept-unknown-uploads asks"
+    return (
+        f"{head}; --apply refuses these topics unless --uploaded-offsets FILE names the highest "
+        "uploaded offset per partition or --accept-unknown-uploads takes the risk"
+    )
+
+
+def _read_uploaded_offsets(path: str) -> dict[tuple[str, int], int]:
+    """`<topic> <partition> <offset>` per line (blank lines and `#` comments skipped)."""
+    out: dict[tuple[str, int], int] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise MaintenanceError(f"--uploaded-offsets {path}: {e.strerror or e}") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        try:
+            topic, partition, offset = fields[0], int(fields[1]), int(fields[2])
+            if len(fields) != 3:
+                raise ValueError
+        except (IndexError, ValueError):
+            raise MaintenanceError(
+                f"--uploaded-offsets {path} line {number}: expected '<topic> <partition> "
+                f"<offset>', got {line.strip()!r}"
+            ) from None
+        out[(topic, partition)] = offset
+    return out
+
+
+def _unit(
+    ref: PartitionRef, resolved, start_offsets, high_watermarks, recovery_points, uploaded
+) -> dict[str, Any]:
     tp = (ref.topic, ref.partition)
     return ref.unit(
         config=resolved.config.to_dict(non_default=True),
         settings=resolved.describe(SETTINGS),
         log_start_offset=start_offsets.get(tp, 0),
         high_watermark=high_watermarks.get(tp),
+        # where a broker's load starts rebuilding indexes (None: a clean shutdown, nowhere)
+        recovery_from=None if recovery_points is None else recovery_points.get(tp, 0),
+        uploaded_offset=uploaded.get(tp),
     )
 
 
@@ -417,6 +523,20 @@ def summarize(
             f"  {topic}: delete {len(hits)} segments in {len({r['partition'] for r in hits})} "
             f"partitions, {_human_bytes(sum(r['size_bytes'] for r in hits))}"
         )
+    segments_of: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        segments_of[(r["topic"], r["partition"])].append(r)
+    rolled = sorted(
+        f"{topic}-{partition}"
+        for (topic, partition), rows_ in segments_of.items()
+        if all(r["action"] == "delete" for r in rows_)
+    )
+    if rolled:
+        lines.append(
+            f"  {len(rolled)} partitions lose every segment, the active one included: "
+            f"{'rolled' if apply else 'a broker rolls'} a new empty segment at the log end "
+            f"offset first ({', '.join(rolled[:5])}{' ...' if len(rolled) > 5 else ''})"
+        )
     if quarantined:
         expired = [r for r in quarantined if r["action"] == "delete"]
         lines.append(
@@ -442,7 +562,8 @@ def summarize(
         warnings.append(
             f"topic {topic}: {len(hits)} segments were written within retention.ms but hold "
             f"CreateTime timestamps older than it (newest record of the oldest from {age}); a "
-            f"broker deletes them at its next retention check (backfilled history?). Raise "
+            f"broker deletes them at its next retention check, as this run does (backfilled "
+            f"history?). Raise "
             f"retention.ms, or use message.timestamp.type=LogAppendTime ({hits[0]['settings']})"
         )
     return "\n".join(lines), warnings
@@ -454,6 +575,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--apply", action="store_true", help="delete (default: a dry run that changes nothing)"
+    )
+    parser.add_argument(
+        "--uploaded-offsets",
+        metavar="FILE",
+        help="tiered topics (remote.storage.enable=true): '<topic> <partition> <offset>' lines, "
+        "the highest offset in remote storage; with --apply, only segments at or below it go",
+    )
+    parser.add_argument(
+        "--accept-unknown-uploads",
+        action="store_true",
+        help="with --apply, delete tiered topics' segments by local.retention.* without knowing "
+        "what was uploaded (default: refuse those topics)",
     )
     parser.add_argument(
         "--assume-defaults",
@@ -472,7 +605,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv,
         _parser(),
         run,
-        lambda args: {"apply": args.apply, "assume_defaults": args.assume_defaults},
+        lambda args: {
+            "apply": args.apply,
+            "assume_defaults": args.assume_defaults,
+            "uploaded_offsets": args.uploaded_offsets,
+            "accept_unknown_uploads": args.accept_unknown_uploads,
+        },
     )
 
 

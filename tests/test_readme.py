@@ -204,9 +204,10 @@ def test_every_kafkalog_example_parses_with_the_real_cli():
         if w[0] == ".venv/bin/kafkalog"
     ]
     assert len(examples) >= 3
+    required = {"dump-log": ("files",), "check-logdir": ("dir",), "place": ("log_dirs", "topics")}
     for argv in examples:
         args = parser.parse_args(argv)
-        assert args.files if args.command == "dump-log" else args.dir
+        assert all(getattr(args, name) for name in required[args.command]), argv
 
 
 def test_every_repo_file_the_docs_name_exists():

@@ -1,19 +1,27 @@
 """Loading a partition directory the way a broker does at startup (Kafka's LogLoader, §6 passes
 1-12): crash leftovers, swaps, index rebuilds and recovery of the unflushed tail.
 
+Only Kafka's own reasons cut bytes, where Kafka's load cuts them:
+- pass 4 recovers a segment whose .index is missing or whose .txnindex fails its sanity check,
+  cutting its first invalid batch and all after it; it fails the load with a LogDirError naming
+  the file where that recovery fails (offsets out of order, an I/O error). What pass 4 cut drops
+  no other segment: Kafka ignores it, and its second recovery in pass 5 cuts nothing;
+- pass 5 (after an unclean shutdown, from the recovery point's segment on) cuts the first
+  invalid batch and drops the segments after it; the errors above empty the segment there, as
+  Kafka's recoverLog does.
+A missing .timeindex is created empty, as Kafka's sanityCheck does (the segment's age is then
+its .log's mtime to a broker, and so to every reader of this dir). Indexes that only kafkalog's
+stricter checks distrust (`indexes_look_valid`), and the pieces of a split, get their indexes
+rebuilt from the whole .log without cutting a byte; where even that fails, the segment is loaded
+with its indexes as they are, as Kafka loads it (a warning).
+
 A segment whose offsets overflow it (recovery raises LogSegmentOffsetOverflowError: a batch's
 last offset below its base offset or more than Int.MAX above it, e.g. a flipped bit in a base
 offset, which the CRC does not cover) is split as a broker's load splits it (`split.py`), and
-the load goes over the directory again. Nothing else is dropped that Kafka would keep:
-- recovery failing in pass 4 (offsets out of order, an I/O error) fails the load with a
-  LogDirError naming the file where Kafka's does (a missing .index, a corrupt .txnindex);
-  a segment only our stricter index checks distrust is then loaded as it is, as Kafka loads
-  it (a warning);
-- in pass 5 (recovery from the recovery point after an unclean shutdown) the same errors
-  empty the segment and drop the segments after it, as Kafka's recoverLog does;
-- batches a split can place nowhere (a double fault: see `split.py`) are cut; the other
-  segments stay, as the pieces were placed among them.
-Every cut is in the report: file, position, bytes, why (`LoadReport.truncations`).
+the load goes over the directory again; batches a split can place nowhere (a double fault: see
+`split.py`) are cut, and the other segments stay, as the pieces were placed among them.
+Nothing else is dropped that Kafka would keep. Every cut is in the report: file, position,
+bytes, why (`LoadReport.truncations`).
 
 `PartitionLog.open` runs a `LogLoader` and keeps its `LoadReport`; tools show the report.
 """
@@ -77,6 +85,7 @@ class LoadReport:
     rebuilt_indexes: list[tuple[int, str]] = field(default_factory=list)  # (base, reason)
     splits: list[str] = field(default_factory=list)  # what each split of an overflowing segment did
     recovered_segments: list[int] = field(default_factory=list)  # by the last pass over the dir
+    empty_time_indexes: list[int] = field(default_factory=list)  # missing, created empty as Kafka
     truncated_bytes: int = 0
     truncations: list[Truncation] = field(default_factory=list)  # where, how much and why
     dropped_segments: list[int] = field(default_factory=list)  # deleted after a truncation
@@ -93,6 +102,7 @@ class LoadReport:
             self.deleted_files
             or self.swaps_completed
             or self.rebuilt_indexes
+            or self.empty_time_indexes
             or self.splits
             or self.truncated_bytes
             or self.dropped_segments
@@ -120,8 +130,6 @@ class LogLoader:
         self.log_end_offset = 0
         self.recovery_point = recovery_point
         self.epoch_entries: list[tuple[int, int]] | None = None
-        # bytes pass 4 cut per segment base, kept over a split's new pass (pass 5's drop rule)
-        self.pass4_truncated: dict[int, int] = {}
         self._split_bases: set[int] = set()
         self._pieces: set[int] = set()  # bases of the segments the splits made (no index yet)
         try:
@@ -206,26 +214,58 @@ class LogLoader:
         for base in sorted(logs):
             seg = LogSegment.open(self.dir, base, self.config)
             kafka_reason, reason = _why_recover(seg, base in self._pieces)
-            if reason is not None:
-                try:
-                    truncated = self._recover_segment(seg, segments, in_recovery=False)
-                except _Overflow:
-                    overflowed.append(seg)
-                except (InvalidOffsetError, OSError) as e:
-                    if kafka_reason is not None:  # Kafka recovers it here too, and fails
-                        raise LogDirError(
-                            f"cannot load {seg.log_path}: recovering it ({reason}) failed: "
-                            f"{e}; a broker's load fails on it too"
-                        ) from e
-                    seg = self._load_as_kafka_does(seg, reason, e)
+            try:
+                if kafka_reason is not None:
+                    self._recover_in_load(seg, segments, kafka_reason)
                 else:
-                    self.pass4_truncated[base] = self.pass4_truncated.get(base, 0) + truncated
-                    self.report.rebuilt_indexes.append((base, reason))
+                    if seg.time_index_newly_created:  # created empty by the sanity check
+                        self.report.empty_time_indexes.append(base)
+                    if reason is not None:
+                        seg = self._rebuild_indexes(seg, segments, reason, base in self._pieces)
+            except _Overflow:
+                overflowed.append(seg)
             segments.append(seg)
         return segments, overflowed
 
+    def _recover_in_load(self, seg: LogSegment, earlier: list[LogSegment], reason: str) -> None:
+        """Kafka's loadSegmentFiles recovers a segment for a missing .index or a corrupt
+        .txnindex, cutting its invalid tail, and fails where that recovery fails. What it cut
+        decides nothing more: Kafka ignores recoverSegment's result there, and recoverLog's
+        second recovery of the segment cuts nothing, so no later segment is dropped for it."""
+        try:
+            self._recover_segment(seg, earlier, in_recovery=False)
+        except (InvalidOffsetError, OSError) as e:
+            raise LogDirError(
+                f"cannot load {seg.log_path}: recovering it ({reason}) failed: "
+                f"{e}; a broker's load fails on it too"
+            ) from e
+        self.report.rebuilt_indexes.append((seg.base_offset, reason))
+
+    def _rebuild_indexes(
+        self, seg: LogSegment, earlier: list[LogSegment], reason: str, piece: bool
+    ) -> LogSegment:
+        """Indexes only kafkalog distrusts (Kafka's load trusts them) or a split's piece (Kafka's
+        split writes its indexes): rebuilt from the .log without cutting a byte, which only
+        Kafka's own reasons may do. A piece also gets its .txnindex (Kafka's has none)."""
+        try:
+            tracker = None
+            if piece:
+                tracker = TxnTracker.empty()
+                for prev in earlier:
+                    replay_batches(prev.batches(), prev.read_batch_bytes, tracker)
+            # an empty .timeindex (Kafka creates a missing one so) stays empty: a broker judges
+            # the segment's age by the .log's mtime then, and so must every later reader
+            seg.rebuild_indexes(tracker, txn=piece, time=piece or len(seg.time_index) > 0)
+        except LogSegmentOffsetOverflowError as e:
+            raise _Overflow(seg.log_path) from e
+        except (KafkaLogError, OSError) as e:
+            return self._load_as_kafka_does(seg, reason, e)
+        seg.flush_indexes_if_dirty()
+        self.report.rebuilt_indexes.append((seg.base_offset, reason))
+        return seg
+
     def _load_as_kafka_does(self, seg: LogSegment, reason: str, error: Exception) -> LogSegment:
-        """A segment only our stricter checks distrust, which recovery could not rebuild:
+        """A segment only our stricter checks distrust, whose indexes could not be rebuilt:
         loaded with its indexes as they are (a missing .timeindex created empty), as Kafka's
         load trusts them; pass 5 recovers it as Kafka's would when it is in its range."""
         seg.release_handles()
@@ -284,12 +324,13 @@ class LogLoader:
         already = set(self.report.recovered_segments)
         for k in range(first, len(segments)):
             seg = segments[k]
-            truncated = self.pass4_truncated.get(seg.base_offset, 0)
-            if seg.base_offset not in already:
-                try:
-                    truncated += self._recover_segment(seg, segments[:k], in_recovery=True)
-                except _Overflow:
-                    return segments, [seg]
+            if seg.base_offset in already:
+                # recovered by pass 4 (Kafka's reasons): Kafka's second recovery cuts 0 bytes
+                continue
+            try:
+                truncated = self._recover_segment(seg, segments[:k], in_recovery=True)
+            except _Overflow:
+                return segments, [seg]
             if truncated > 0:
                 for later in segments[k + 1 :]:
                     later.change_file_suffixes("", DELETED_FILE_SUFFIX)
@@ -357,21 +398,20 @@ class LogLoader:
 
 
 def _why_recover(seg: LogSegment, piece: bool) -> tuple[str | None, str | None]:
-    """Why pass 4 recovers `seg`: (Kafka's reason, ours). Kafka recovers a segment whose
-    .index is missing or whose .txnindex fails its sanity check; we also rebuild a missing
-    .timeindex (Kafka creates it empty), indexes that fail `indexes_look_valid` (Kafka >= 2.3
-    trusts them) and the indexes of a split's `piece` (Kafka's split writes them). The second
-    item is the reason given, None when nothing is wrong."""
+    """Why pass 4 recovers or rebuilds `seg`: (Kafka's reason, ours). Kafka recovers a segment
+    whose .index is missing or whose .txnindex fails its sanity check; a missing .timeindex it
+    creates empty (done here, as its sanityCheck does). We also rebuild, without cutting, indexes
+    that fail `indexes_look_valid` (Kafka >= 2.3 trusts them) and the indexes of a split's
+    `piece` (Kafka's split writes them). The second item is the reason given, None when nothing
+    is wrong."""
     if not seg.index_path.exists():
         if piece:
             return None, "a piece of a split: no .index yet"
         return "missing .index", "missing .index"
     try:
-        seg.sanity_check(False)
+        seg.sanity_check(seg.time_index_newly_created)
     except KafkaLogError as e:
         return str(e), str(e)
-    if seg.time_index_newly_created:
-        return None, "missing .timeindex"
     try:
         return None, seg.indexes_look_valid()
     except KafkaLogError as e:  # e.g. a header the check reads is corrupt

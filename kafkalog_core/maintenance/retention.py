@@ -6,11 +6,15 @@ retention job, `delete_old_segments` (an open `PartitionLog`) and the tests shar
 - the log-start-offset breach always: a segment whose successor starts at or below the log
   start offset;
 - with `delete` in cleanup.policy, then the size breach (`retention.bytes`, oldest first while
-  the excess still covers the whole segment) and then the time breach (`now - largest
-  timestamp > retention.ms`; the largest timestamp is the newest batch's, or the .log file's
-  modification time when no batch carries one);
+  the excess still covers the whole segment; sizes are what a loaded log holds, whole
+  batches) and then the time breach (`now - largest timestamp > retention.ms`; the largest
+  timestamp is a broker's, its time index's last entry, or the .log file's modification time
+  when that index is empty or missing: `segment_facts`);
 - only a prefix of the log goes, and only segments wholly below the high watermark;
-- never the active (last) segment: an offline tool cannot roll a new one for a broker.
+- a non-empty active segment that breaches retention goes too: the broker rolls a new empty
+  one first, and so does the retention job (`roll_empty_segment`);
+- tiered topics (`remote.storage.enable`) by `local.retention.ms` / `local.retention.bytes`
+  (-2: the plain setting), and only segments already uploaded (`RetentionLimits`).
 
 After a delete the log start offset rises, and with it any recovery point below it
 (`raised_recovery_points`). Quarantine files (rebuild-index's corrupt tails, kafkalog's own) go
@@ -29,17 +33,24 @@ from typing import TYPE_CHECKING, Any
 from kafkalog_core.log.checkpoints import LeaderEpochCache, TopicPartition, fsync_dir
 from kafkalog_core.log.names import (
     DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
     INDEX_SUFFIXES,
     KRAFT_CHECKPOINT_DELETED,
     LEADER_EPOCH_CHECKPOINT_FILE,
     LOG_FILE_SUFFIX,
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
     offset_from_file_name,
     quarantine_files,
 )
 from kafkalog_core.log.partition.state import resolve_now
-from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_segment_facts
+from kafkalog_core.maintenance.segment_facts import (
+    FROM_MTIME,
+    FROM_RECORDS,
+    SegmentFacts,
+    read_segment_facts,
+)
 
 if TYPE_CHECKING:
     from kafkalog_core.log.partition.partition_log import PartitionLog
@@ -51,6 +62,7 @@ __all__ = [
     "UNFINISHED_QUARANTINE",
     "QuarantineFile",
     "RetentionDecision",
+    "RetentionLimits",
     "SegmentFacts",
     "backfill_risk",
     "delete_quarantine_files",
@@ -61,6 +73,7 @@ __all__ = [
     "read_quarantine_files",
     "read_segment_facts",
     "retention_decisions",
+    "roll_empty_segment",
     "truncate_leader_epochs_from_start",
 ]
 
@@ -85,6 +98,39 @@ def _days(ms: int) -> str:
     return f"{ms / 86_400_000:.1f} d" if abs(ms) >= 86_400_000 else f"{ms / 3_600_000:.1f} h"
 
 
+@dataclass(frozen=True)
+class RetentionLimits:
+    """The limits a broker's retention applies to a topic (UnifiedLog.localRetentionMs/Size).
+
+    With tiered storage (`remote.storage.enable=true` and remote copy on) the local limits
+    apply, -2 meaning the plain one, and only segments already uploaded may go."""
+
+    retention_ms: int
+    retention_bytes: int
+    tiered: bool
+
+    @classmethod
+    def of(cls, config: Any) -> RetentionLimits:
+        tiered = bool(getattr(config, "remote_storage_enable", False)) and not bool(
+            getattr(config, "remote_log_copy_disable", False)
+        )
+        ms, size = int(config.retention_ms), int(config.retention_bytes)
+        if tiered:
+            local_ms, local_bytes = (
+                int(config.local_retention_ms),
+                int(config.local_retention_bytes),
+            )
+            ms = ms if local_ms == -2 else local_ms
+            size = size if local_bytes == -2 else local_bytes
+        return cls(ms, size, tiered)
+
+    def names(self) -> tuple[str, str]:
+        """The settings' names as the report shows them."""
+        if self.tiered:
+            return "local.retention.ms", "local.retention.bytes"
+        return RETENTION_MS, RETENTION_BYTES
+
+
 def retention_decisions(
     segments: Sequence[SegmentFacts],
     config: Any,
@@ -92,38 +138,53 @@ def retention_decisions(
     now_ms: int,
     log_start_offset: int,
     high_watermark: int | None = None,
-    keep_active: bool = True,
+    uploaded_offset: int | None = None,
 ) -> list[RetentionDecision]:
-    """Keep/delete for every segment (oldest first), in Kafka's order of rules.
+    """Keep/delete for every segment (oldest first), in Kafka's order of rules
+    (UnifiedLog.deleteOldSegments / deletableSegments).
 
-    `config` is a LogConfig (retention.ms, retention.bytes, cleanup.policy). The high
-    watermark defaults to the log end offset. `keep_active=False` is the broker's own rule
-    (a non-empty active segment may go; the caller then rolls a new one first).
+    `config` is a LogConfig (retention.ms, retention.bytes, cleanup.policy, the tiered-storage
+    settings). The high watermark defaults to the log end offset. A non-empty active segment
+    that breaches retention goes too: the broker rolls a new empty one at the log end offset
+    first (the caller does that). Tiered topics (`RetentionLimits`): the local limits, and
+    only segments at or below `uploaded_offset` (the highest offset in remote storage) go by
+    them; None = unknown, judged as if every closed segment were uploaded; the active segment
+    is rolled by a broker but never deleted before its upload.
     """
     segs = list(segments)
     if not segs:
         return []
     leo = segs[-1].next_offset
     hw = leo if high_watermark is None else min(high_watermark, leo)
+    limits = RetentionLimits.of(config)
+    ms_rule, bytes_rule = limits.names()
     rule_of: dict[int, tuple[str, str]] = {}
     start = 0  # index of the first segment still in the log
     lso = max(log_start_offset, segs[0].base_offset)
-
-    last = len(segs) - 1 if keep_active else len(segs)
+    active = len(segs) - 1
 
     def upper_bound(k: int) -> int:
         return segs[k + 1].base_offset if k + 1 < len(segs) else leo
 
-    def take(rule: str, predicate: Callable[[int], str | None]) -> None:
+    def uploaded(k: int) -> bool:
+        if k == active:
+            return False  # a broker uploads only rolled segments
+        return uploaded_offset is None or 0 < upper_bound(k) <= uploaded_offset + 1
+
+    def take(rule: str, predicate: Callable[[int], str | None], remote_check: bool) -> None:
         """Delete the longest prefix of the remaining segments that `predicate` explains."""
         nonlocal start, lso
         k = start
-        while k < last:
-            if hw < upper_bound(k) or (k == len(segs) - 1 and segs[k].size == 0):
+        while k < len(segs):
+            if hw < upper_bound(k) or (k == active and segs[k].retained_bytes == 0):
+                break
+            if remote_check and limits.tiered and not uploaded(k):
                 break
             why = predicate(k)
             if why is None:
                 break
+            if k == active:
+                why += f"; the active segment: a broker rolls a new empty one at {leo} first"
             rule_of[k] = (rule, why)
             k += 1
         start = k
@@ -137,36 +198,38 @@ def retention_decisions(
             if k + 1 < len(segs) and segs[k + 1].base_offset <= lso
             else None
         ),
+        remote_check=False,
     )
     delete_policy = config.delete
-    retention_bytes = int(config.retention_bytes)
-    retention_ms = int(config.retention_ms)
+    retention_bytes, retention_ms = limits.retention_bytes, limits.retention_ms
     if delete_policy and retention_bytes >= 0:
-        log_size = sum(s.size for s in segs[start:])
+        log_size = sum(s.retained_bytes for s in segs[start:])
         excess = log_size - retention_bytes
         if log_size >= retention_bytes:
 
             def by_size(k: int) -> str | None:
                 nonlocal excess
-                if excess - segs[k].size < 0:
+                size = segs[k].retained_bytes
+                if excess - size < 0:
                     return None
                 why = (
-                    f"partition size {log_size} B exceeds retention.bytes={retention_bytes} "
-                    f"by {excess} B, which covers this {segs[k].size} B segment"
+                    f"partition size {log_size} B exceeds {bytes_rule}={retention_bytes} "
+                    f"by {excess} B, which covers this {size} B segment"
                 )
-                excess -= segs[k].size
+                excess -= size
                 return why
 
-            take(RETENTION_BYTES, by_size)
+            take(bytes_rule, by_size, remote_check=True)
     if delete_policy and retention_ms >= 0:
         take(
-            RETENTION_MS,
+            ms_rule,
             lambda k: (
-                f"largest timestamp {segs[k].largest_timestamp} is "
-                f"{_days(now_ms - segs[k].largest_timestamp)} old > retention.ms={retention_ms}"
+                f"largest timestamp {_timestamp(segs[k])} is "
+                f"{_days(now_ms - segs[k].largest_timestamp)} old > {ms_rule}={retention_ms}"
                 if now_ms - segs[k].largest_timestamp > retention_ms
                 else None
             ),
+            remote_check=True,
         )
     out = []
     for k, seg in enumerate(segs):
@@ -179,10 +242,24 @@ def retention_decisions(
                     seg.base_offset,
                     False,
                     "",
-                    _why_kept(segs, k, start, hw, config, now_ms, delete_policy),
+                    _why_kept(segs, k, start, hw, config, now_ms, limits),
                 )
             )
     return out
+
+
+def _timestamp(seg: SegmentFacts) -> str:
+    """The largest timestamp and where it comes from, as a broker would read it."""
+    source = seg.timestamp_source
+    if source == FROM_MTIME:
+        return f"{seg.largest_timestamp} (the .log's mtime: its time index is empty or missing)"
+    if source == FROM_RECORDS:
+        why = "no .index" if seg.index_missing else "an unclean shutdown"
+        return (
+            f"{seg.largest_timestamp} (its records': a broker's load rebuilds this segment's "
+            f"indexes first, {why})"
+        )
+    return str(seg.largest_timestamp)
 
 
 def _why_kept(
@@ -192,42 +269,55 @@ def _why_kept(
     hw: int,
     config: Any,
     now_ms: int,
-    delete_policy: bool,
+    limits: RetentionLimits,
 ) -> str:
     seg = segs[k]
-    if k == len(segs) - 1:
-        return "active segment (never deleted)"
-    if hw < segs[k + 1].base_offset:
+    active = k == len(segs) - 1
+    if active and seg.retained_bytes == 0:
+        return "empty active segment (never deleted)"
+    upper = segs[k + 1].base_offset if not active else seg.next_offset
+    if hw < upper:
         return f"reaches above the high watermark {hw}"
     if k < start:  # pragma: no cover - only deleted segments precede `start`
         return "deleted"
-    if not delete_policy:
+    if not config.delete:
         return f"cleanup.policy={','.join(config.cleanup_policy)} has no delete"
-    retention_ms = int(config.retention_ms)
+    ms_rule, bytes_rule = limits.names()
+    retention_ms = limits.retention_ms
     age = now_ms - seg.largest_timestamp
     time_ok = retention_ms < 0 or age <= retention_ms
-    own = (
-        "retention.ms=-1 (no time limit)"
-        if retention_ms < 0
-        else f"largest timestamp is {_days(age)} old, within retention.ms={retention_ms}"
-    )
     if not time_ok and k > start:
         return "an older segment is retained (only a prefix of the log is deleted)"
-    if int(config.retention_bytes) >= 0:
-        own += f"; partition within retention.bytes={int(config.retention_bytes)}"
+    if not time_ok and limits.tiered:
+        if active:
+            return (
+                f"the active segment breaches {ms_rule}={retention_ms}: a broker rolls it and "
+                "deletes it once it is uploaded to remote storage"
+            )
+        return "not uploaded to remote storage (at or below the given uploaded offset)"
+    own = (
+        f"{ms_rule}=-1 (no time limit)"
+        if retention_ms < 0
+        else f"largest timestamp {_timestamp(seg)} is {_days(age)} old, within "
+        f"{ms_rule}={retention_ms}"
+    )
+    if limits.retention_bytes >= 0:
+        own += f"; partition within {bytes_rule}={limits.retention_bytes}"
     return own
 
 
 def backfill_risk(seg: SegmentFacts, config: Any, now_ms: int) -> bool:
-    """True when the segment was written within retention.ms but its records' CreateTime
-    timestamps are older than retention.ms: a broker deletes such backfilled data on its
-    next retention check, however recently it was written."""
-    retention_ms = int(config.retention_ms)
-    if retention_ms < 0 or seg.max_timestamp < 0 or not config.delete:
+    """True when the segment was written within retention.ms but the timestamps a broker judges
+    it by (its records' CreateTime, through its time index) are older than retention.ms: a
+    broker deletes such backfilled data on its next retention check, however recently it was
+    written."""
+    retention_ms = RetentionLimits.of(config).retention_ms
+    largest = seg.broker_max_timestamp
+    if retention_ms < 0 or largest < 0 or not config.delete:
         return False
     if config.message_timestamp_type == "LogAppendTime":
         return False
-    return now_ms - seg.max_timestamp > retention_ms >= now_ms - seg.last_modified_ms
+    return now_ms - largest > retention_ms >= now_ms - seg.last_modified_ms
 
 
 # ---- acting on the decisions: Kafka's two-phase delete ------------------------------------------
@@ -236,6 +326,27 @@ StepHook = Callable[[str, Path], None]
 
 def _no_hook(_step: str, _path: Path) -> None:
     return None
+
+
+def roll_empty_segment(
+    partition_dir: str | os.PathLike[str], base_offset: int, *, hook: StepHook = _no_hook
+) -> list[str]:
+    """The broker's roll before a retention delete that takes every segment
+    (UnifiedLog.deleteSegments): a new empty active segment at the log end offset. Its empty
+    .index and .timeindex come first and the .log last, so a kill leaves the old log whole
+    (with orphan index files the next load deletes) or the new segment whole; a producer
+    snapshot at that offset, if any, stays with it. Returns the files created."""
+    pdir = Path(partition_dir)
+    created = []
+    for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX):
+        path = pdir / f"{base_offset:020d}{suffix}"
+        if not path.exists():
+            hook("create", path)
+            path.touch()
+            created.append(path.name)
+    if created:
+        fsync_dir(pdir)
+    return created
 
 
 def mark_segments_deleted(
@@ -284,15 +395,24 @@ def purge_deleted_files(
 
 
 def truncate_leader_epochs_from_start(
-    partition_dir: str | os.PathLike[str], log_start_offset: int, *, hook: StepHook = _no_hook
+    partition_dir: str | os.PathLike[str],
+    log_start_offset: int,
+    *,
+    log_end_offset: int | None = None,
+    hook: StepHook = _no_hook,
 ) -> bool:
     """Drop leader-epoch entries below the new log start offset, as a broker does after a
-    retention delete (written atomically). True when the file changed."""
+    retention delete, and with `log_end_offset` those at or after it, as a broker's load does
+    (truncateFromEnd): a delete of every segment leaves none at the empty log's end offset.
+    Written atomically; True when the file changed."""
     path = Path(partition_dir) / LEADER_EPOCH_CHECKPOINT_FILE
     if not path.exists():
         return False
     cache = LeaderEpochCache(path)
-    if not cache.truncate_from_start(log_start_offset):
+    changed = bool(cache.truncate_from_start(log_start_offset))
+    if log_end_offset is not None:
+        changed = bool(cache.truncate_from_end(log_end_offset)) or changed
+    if not changed:
         return False
     hook("write", path)
     cache.write()
@@ -406,7 +526,6 @@ def log_retention_decisions(
         now_ms=resolve_now(now_ms),
         log_start_offset=log.log_start_offset,
         high_watermark=log.high_watermark,
-        keep_active=False,
     )
 
 

@@ -10,6 +10,15 @@ Why not recovery's walk (`segment_scan.scan_segment`)? It CRC-checks every byte 
 and builds index entries, which recovery needs but a scan of a whole log dir for retention or
 an audit must not pay for. A caller that wants the CRC check asks for it (`verify=True`).
 
+The segment's largest timestamp is a broker's (`LogSegment.largestTimestamp`): its time
+index's last entry, which is what a loaded segment's `maxTimestampSoFar` reads, else the .log's
+mtime (an empty time index, or a missing one, which the broker's load creates empty). Only a
+segment the broker's load recovers first (a missing .index; after an unclean shutdown, from the
+recovery point on: `as_loaded`) gets its time index rebuilt from the batches, and so its
+largest batch timestamp; `timestamp_source` says which one decided. The size retention counts
+is what recovery keeps (`valid_bytes`): a partial tail or a crashed preallocated segment's
+zeros are no part of a loaded log.
+
 What the two callers still do differently, they say through arguments: retention keeps going
 on a corrupt header (it records where, `corrupt_at`, and judges the segment on what it read),
 the audit refuses it (`strict=True`); the audit also replays transactions, so it hands in
@@ -19,16 +28,29 @@ the audit refuses it (`strict=True`); the audit also replays transactions, so it
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kafkalog_core.errors import CorruptRecordError
 from kafkalog_core.log.mapped import mapped_file
-from kafkalog_core.log.names import offset_from_file_name
+from kafkalog_core.log.names import (
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    offset_from_file_name,
+)
 from kafkalog_core.record.batch import NO_TIMESTAMP, BatchHeader, iter_batch_headers
 
-__all__ = ["BatchCallback", "SegmentFacts", "read_segment_facts"]
+__all__ = ["BatchCallback", "SegmentFacts", "as_loaded", "read_segment_facts"]
+
+TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+
+# where a segment's largest timestamp comes from (SegmentFacts.timestamp_source)
+FROM_TIME_INDEX = "time index"
+FROM_RECORDS = "records"  # the batches' max timestamps: a broker's load rebuilds the time index
+FROM_MTIME = "mtime"
 
 # (the mapped .log, one batch's header) for every batch the walk passes
 BatchCallback = Callable[[memoryview, BatchHeader], None]
@@ -47,11 +69,74 @@ class SegmentFacts:
     corrupt_at: int | None = None  # position where the header walk met a corrupt batch
     first_batch_timestamp: int = NO_TIMESTAMP  # getFirstBatchTimestamp: the first batch's max
     valid_bytes: int | None = None  # where the last whole batch ends (< size: a partial tail)
+    # read from the files: the .timeindex's last timestamp (None: no .timeindex) and whether
+    # the .index is missing (a broker's load recovers the segment then, whatever the shutdown)
+    time_index_timestamp: int | None = None
+    index_missing: bool = False
+    rebuilt_at_load: bool = False  # a broker's recoverLog rebuilds it first (see `as_loaded`)
+
+    @property
+    def _indexes_from_batches(self) -> bool:
+        """A loaded segment's time index holds the batches' max (recovery rebuilt it), or these
+        facts come from an open log (`valid_bytes` None: `max_timestamp` is its own)."""
+        return self.valid_bytes is None or self.rebuilt_at_load or self.index_missing
+
+    @property
+    def broker_max_timestamp(self) -> int:
+        """maxTimestampSoFar of the segment a broker loads: -1 when it knows none (an empty
+        time index, or a missing one, which the load creates empty)."""
+        if self._indexes_from_batches:
+            return self.max_timestamp
+        return NO_TIMESTAMP if self.time_index_timestamp is None else self.time_index_timestamp
 
     @property
     def largest_timestamp(self) -> int:
-        """LogSegment.largestTimestamp: the max record timestamp, else the file's mtime (§7)."""
-        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+        """LogSegment.largestTimestamp: maxTimestampSoFar if >= 0, else the .log's mtime (§7)."""
+        ts = self.broker_max_timestamp
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def timestamp_source(self) -> str:
+        """Where `largest_timestamp` comes from: FROM_TIME_INDEX, FROM_RECORDS or FROM_MTIME."""
+        if self.broker_max_timestamp < 0:
+            return FROM_MTIME
+        if self.valid_bytes is not None and (self.rebuilt_at_load or self.index_missing):
+            return FROM_RECORDS
+        return FROM_TIME_INDEX
+
+    @property
+    def retained_bytes(self) -> int:
+        """The bytes a loaded log holds of it (Kafka recovers first): the whole batches."""
+        return self.size if self.valid_bytes is None else self.valid_bytes
+
+
+def as_loaded(segments: Sequence[SegmentFacts], recovery_point: int | None) -> list[SegmentFacts]:
+    """The segments as a broker's load leaves their time indexes: after an unclean shutdown
+    (`recovery_point` not None), recoverLog rebuilds them from the segment holding the
+    recovery point on. None: a clean shutdown, nothing rebuilt but a missing .index."""
+    if recovery_point is None:
+        return list(segments)
+    out = []
+    for k, seg in enumerate(segments):
+        upper = segments[k + 1].base_offset if k + 1 < len(segments) else None
+        recovered = upper is None or upper > recovery_point
+        out.append(replace(seg, rebuilt_at_load=True) if recovered else seg)
+    return out
+
+
+def read_time_index_last(path: Path) -> int | None:
+    """The last entry's timestamp of a .timeindex as Kafka opens it (entries = length // 12,
+    -1 when empty), None when the file is missing."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    entries = size // TIME_INDEX_ENTRY.size
+    if entries == 0:
+        return NO_TIMESTAMP
+    with open(path, "rb") as f:
+        f.seek((entries - 1) * TIME_INDEX_ENTRY.size)
+        return TIME_INDEX_ENTRY.unpack(f.read(TIME_INDEX_ENTRY.size))[0]
 
 
 def read_segment_facts(
@@ -97,4 +182,10 @@ def read_segment_facts(
         corrupt_at=corrupt_at,
         first_batch_timestamp=first_ts,
         valid_bytes=position,
+        time_index_timestamp=read_time_index_last(_sibling(path, TIME_INDEX_FILE_SUFFIX)),
+        index_missing=not _sibling(path, INDEX_FILE_SUFFIX).exists(),
     )
+
+
+def _sibling(log_path: Path, suffix: str) -> Path:
+    return log_path.with_name(log_path.name[: -len(LOG_FILE_SUFFIX)] + suffix)

@@ -216,7 +216,12 @@ def _check_segments(
             check.add(REPAIR, s.log_path, f"{s.problems[0]}: recovery truncates the segment")
         for index in s.indexes:
             if index.status == MISSING and index.path.suffix == ".timeindex":
-                check.add(REPAIR, index.path, "missing: the broker creates it (empty)")
+                check.add(
+                    REPAIR,
+                    index.path,
+                    "missing: the broker creates it empty, and retention then ages the segment "
+                    "by the .log's mtime",
+                )
             elif index.status == MISSING:
                 check.add(REPAIR, index.path, "missing: the broker rebuilds it from the .log")
             elif index.status == ZERO_PADDED:

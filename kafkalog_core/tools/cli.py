@@ -11,14 +11,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.log.checkpoints import topic_id_from_str
 from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES
+from kafkalog_core.properties import read_properties
 from kafkalog_core.record.batch import INT32_MAX
 from kafkalog_core.tools.check_logdir import run_check_logdir
 from kafkalog_core.tools.dump_log import DEFAULT_MAX_MESSAGE_SIZE, DumpOptions, dump_files
+from kafkalog_core.tools.place import run_place
 
 Handler = Callable[[argparse.Namespace, TextIO, TextIO], int]
 
@@ -136,6 +141,89 @@ def _run_check_logdir(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     return run_check_logdir(args.dir, out, index_interval_bytes=args.index_interval_bytes)
 
 
+def _add_place(subcommands: argparse._SubParsersAction) -> None:
+    parser = subcommands.add_parser(
+        "place",
+        help="put ingested partitions into a stopped KRaft broker's log dir(s); a dry run "
+        "unless --apply",
+        description=(
+            "Check the topics of OUTPUT against the cluster's metadata (the broker's "
+            "__cluster_metadata-0: topic id, partition count, replicas, settings), then copy "
+            "each partition dir into the broker's log dir, rename it into place and merge the "
+            "root checkpoints (replication-offset, recovery-point, log-start-offset); "
+            "check-logdir runs on the result. The broker must be stopped. Without --apply it "
+            "only prints what it would do."
+        ),
+    )
+    parser.add_argument("output", metavar="OUTPUT", help="kafkalog's output root (the ingest's)")
+    parser.add_argument(
+        "log_dirs", metavar="LOG_DIR", nargs="+", help="the stopped broker's log.dirs entries"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        dest="topics",
+        metavar="NAME",
+        help="a topic to place (repeatable)",
+    )
+    parser.add_argument(
+        "--topic-id",
+        action="append",
+        default=[],
+        metavar="[NAME=]ID",
+        help="the id the topic must have in the cluster (kafka-topics.sh --describe shows it)",
+    )
+    parser.add_argument(
+        "--topic-config",
+        metavar="FILE",
+        help="a .properties file of the settings the ingest used (Kafka names); a setting that "
+        "differs from the cluster's is refused",
+    )
+    parser.add_argument(
+        "--metadata-dir",
+        metavar="DIR",
+        help="the broker's metadata.log.dir, when it is not one of the LOG_DIRs",
+    )
+    parser.add_argument("--apply", action="store_true", help="place them (default: a dry run)")
+    parser.set_defaults(handler=_run_place)
+
+
+def _topic_ids(values: Sequence[str], topics: Sequence[str]) -> dict[str, uuid.UUID]:
+    ids = {}
+    for value in values:
+        name, sep, text = value.rpartition("=")
+        if not sep:
+            if len(topics) != 1:
+                raise KafkaLogError(f"--topic-id {value}: say which topic (NAME=ID)")
+            name = topics[0]
+        try:
+            ids[name] = topic_id_from_str(text)
+        except ValueError as error:
+            raise KafkaLogError(f"--topic-id {value}: {error}") from None
+    return ids
+
+
+def _run_place(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    configs = None
+    if args.topic_config:
+        try:
+            settings = read_properties(Path(args.topic_config))
+        except ValueError as error:
+            raise KafkaLogError(f"{args.topic_config}: {error}") from None
+        configs = {topic: settings for topic in args.topics}
+    return run_place(
+        args.output,
+        args.log_dirs,
+        args.topics,
+        out,
+        apply=args.apply,
+        topic_ids=_topic_ids(args.topic_id, args.topics),
+        topic_configs=configs,
+        metadata_dir=args.metadata_dir,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `kafkalog` parser; each tool registers one sub-command here."""
     parser = argparse.ArgumentParser(
@@ -144,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_dump_log(subcommands)
     _add_check_logdir(subcommands)
+    _add_place(subcommands)
     return parser
 
 

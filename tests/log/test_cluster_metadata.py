@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from kafkalog_core.errors import MetadataRecordError
-from kafkalog_core.log.cluster_metadata import read_cluster_metadata
+from kafkalog_core.log.cluster_metadata import PartitionState, read_cluster_metadata
 from kafkalog_core.record.control import ControlRecordType
 from kafkalog_core.record.encoder import Record, build_batch
 from kafkalog_core.record.metadata import (
     ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
     parse_metadata_record,
@@ -259,3 +261,137 @@ def test_records_as_kafka_pythons_schema_encoder_writes_them(api_key, fields, ou
     value = kafka_python_value(api_key, *fields)
     assert value == ours  # the two encoders agree on the bytes...
     assert parse_metadata_record(value) == parsed  # ...and the reader reads them
+
+
+# PartitionRecord and PartitionChangeRecord as Kafka 4.1's schemas define them (versions 0-2,
+# tagged fields), for kafka-python's encoder: the fields' names, types, versions and tags.
+def _field(name: str, kind: str, versions: str = "0+", **more: object) -> dict[str, object]:
+    return {"name": name, "type": kind, "versions": versions, **more}
+
+
+def _tagged(name: str, kind: str, tag: int, versions: str = "0+", default: str = "null"):
+    nullable = {"nullableVersions": versions} if kind.startswith("[]") else {}
+    return _field(
+        name, kind, versions, taggedVersions=versions, tag=tag, default=default, **nullable
+    )
+
+
+PARTITION_SCHEMAS = {
+    3: [
+        _field("PartitionId", "int32"),
+        _field("TopicId", "uuid"),
+        _field("Replicas", "[]int32"),
+        _field("Isr", "[]int32"),
+        _field("RemovingReplicas", "[]int32"),
+        _field("AddingReplicas", "[]int32"),
+        _field("Leader", "int32"),
+        _tagged("LeaderRecoveryState", "int8", 0, default="0"),
+        _field("LeaderEpoch", "int32"),
+        _field("PartitionEpoch", "int32"),
+        _field("Directories", "[]uuid", "1+"),
+        _tagged("EligibleLeaderReplicas", "[]int32", 1, "2+"),
+        _tagged("LastKnownElr", "[]int32", 2, "2+"),
+    ],
+    5: [
+        _field("PartitionId", "int32"),
+        _field("TopicId", "uuid"),
+        _tagged("Isr", "[]int32", 0),
+        _tagged("Leader", "int32", 1, default="-2"),
+        _tagged("Replicas", "[]int32", 2),
+        _tagged("RemovingReplicas", "[]int32", 3),
+        _tagged("AddingReplicas", "[]int32", 4),
+        _tagged("LeaderRecoveryState", "int8", 5, default="-1"),
+        _tagged("Directories", "[]uuid", 8, "1+"),
+        _tagged("EligibleLeaderReplicas", "[]int32", 6, "2+"),
+        _tagged("LastKnownElr", "[]int32", 7, "2+"),
+    ],
+}
+
+
+def partition_value(api_key: int, version: int, **fields: object) -> bytes:
+    """A PartitionRecord (3) or PartitionChangeRecord (5) value by kafka-python's encoder."""
+    from kafka.protocol.schemas import StructField
+
+    schema = {
+        "name": f"Record{api_key}",
+        "type": "metadata",
+        "validVersions": "0-2",
+        "flexibleVersions": "0+",
+        "fields": PARTITION_SCHEMAS[api_key],
+    }
+    body = StructField(schema).encode(fields, version=version, compact=True, tagged=True)
+    return uvarint(1) + uvarint(api_key) + uvarint(version) + body
+
+
+DIR_A = uuid.UUID("11111111-2222-4333-8444-555555555555")
+DIR_B = uuid.UUID("66666666-7777-4888-9999-aaaaaaaaaaaa")
+
+
+def created(partition: int, replicas: list[int], version: int = 2, **more: object) -> bytes:
+    fields: dict[str, object] = {
+        "partition_id": partition,
+        "topic_id": ORDERS_ID,
+        "replicas": replicas,
+        "isr": replicas,
+        "removing_replicas": [],
+        "adding_replicas": [],
+        "leader": replicas[0],
+        "leader_epoch": 0,
+        "partition_epoch": 0,
+        "directories": [DIR_A] * len(replicas),
+        "leader_recovery_state": 0,
+        "eligible_leader_replicas": [],
+        "last_known_elr": [],
+        **more,
+    }
+    return partition_value(3, version, **fields)
+
+
+def changed(partition: int, version: int = 2, **fields: object) -> bytes:
+    return partition_value(5, version, partition_id=partition, topic_id=ORDERS_ID, **fields)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_partition_records_of_every_version_as_kafka_pythons_encoder_writes_them(version) -> None:
+    parsed = parse_metadata_record(created(4, [1, 2, 3], version, leader_epoch=7))
+    assert parsed == PartitionRecord(
+        4, ORDERS_ID, (1, 2, 3), (1, 2, 3), (), (), 1, 7, (DIR_A,) * 3 if version else ()
+    )
+    change = changed(4, version, isr=[2], leader=2, directories=[DIR_B] * 3)
+    assert parse_metadata_record(change) == PartitionChangeRecord(
+        4, ORDERS_ID, isr=(2,), leader=2, directories=(DIR_B,) * 3 if version else None
+    )
+    assert parse_metadata_record(changed(4, version)) == PartitionChangeRecord(4, ORDERS_ID)
+
+
+def test_partitions_are_replayed_only_when_asked(tmp_path: Path) -> None:
+    """Created, then changed: leader and ISR moved, a reassignment started and finished (its
+    directories unknown until a record names them), a broker fenced (no leader); a removed
+    topic's partitions go with it."""
+    batches = [
+        data_batch(0, [topic_record("orders", ORDERS_ID), created(0, [1]), created(1, [1, 2])]),
+        data_batch(3, [changed(1, isr=[2], leader=2)]),
+        data_batch(4, [changed(0, replicas=[1, 3], adding_replicas=[3])]),
+        data_batch(5, [changed(0, isr=[1, 3], adding_replicas=[])]),
+        data_batch(6, [changed(1, leader=-1), changed(9, leader=1)]),  # 9: never created
+        data_batch(8, [topic_record("old", OLD_ID), remove_topic_record(OLD_ID)]),
+    ]
+    (metadata_dir(tmp_path) / f"{0:020d}.log").write_bytes(b"".join(batches))
+    assert read_cluster_metadata(tmp_path).partitions == {}  # maintenance's read: not parsed
+    metadata = read_cluster_metadata(tmp_path, partitions=True)
+    assert metadata is not None
+    assert metadata.partitions_of("orders") == {
+        0: PartitionState((1, 3), (1, 3), 1, (), (), ()),
+        1: PartitionState((1, 2), (2,), -1, (), (), (DIR_A, DIR_A)),
+    }
+    assert metadata.partitions_of("orders")[1].directory_of(2) == DIR_A
+    assert metadata.partitions_of("orders")[0].directory_of(3) is None
+    assert metadata.partitions_of("old") is None and OLD_ID not in metadata.partitions
+
+
+def test_a_partition_record_newer_than_the_reader_is_one_line(tmp_path: Path) -> None:
+    value = created(0, [1], version=2)
+    newer = value[:2] + uvarint(3) + value[3:]
+    (metadata_dir(tmp_path) / f"{0:020d}.log").write_bytes(data_batch(0, [newer]))
+    with pytest.raises(MetadataRecordError, match="PartitionRecord version 3 is newer .*2"):
+        read_cluster_metadata(tmp_path, partitions=True)

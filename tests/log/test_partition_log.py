@@ -79,17 +79,25 @@ def test_case31_size_based_roll_first_segment_holds_9(tmp_path: Path) -> None:
     assert log.segments[0].size == 9 * s
 
 
-def test_roll_in_one_call_equals_roll_per_append(tmp_path: Path) -> None:
+@pytest.mark.parametrize("by", ["size", "time"])
+def test_roll_in_one_call_equals_roll_per_append(tmp_path: Path, by: str) -> None:
+    """Issue 36 item 8: Kafka's maybeRoll runs once per append, with the whole set's size and
+    largest timestamp. A Java producer's request holds one batch per partition, so a broker fed
+    these batches appends them one by one: `append_batches` of many batches is that sequence
+    of one-batch appends, whatever the sizes and timestamps (a time roll here depends on each
+    batch's own max timestamp, out of order too)."""
     s = batch_size()
-    one = PartitionLog.create(
-        tmp_path / "a-0", cfg(segment_bytes=7 * s, index_interval_bytes=2 * s)
-    )
-    one.append_batches(singles(one, 40))
-    many = PartitionLog.create(
-        tmp_path / "b-0", cfg(segment_bytes=7 * s, index_interval_bytes=2 * s)
-    )
-    for _ in range(40):
-        many.append_batches(singles(many, 1))
+    settings = {"segment_bytes": 7 * s, "index_interval_bytes": 2 * s}
+    stamps = None
+    if by == "time":
+        settings = {"segment_ms": 100, "index_interval_bytes": 2 * s}
+        stamps = [(i * 37) % 250 + (i // 9) * 120 for i in range(40)]  # goes back and forth
+    one = PartitionLog.create(tmp_path / "a-0", cfg(**settings))
+    info = one.append_batches(singles(one, 40, ts=stamps))
+    assert len(info.rolled_segments) >= 3
+    many = PartitionLog.create(tmp_path / "b-0", cfg(**settings))
+    for i in range(40):
+        many.append_batches(singles(many, 1, ts=None if stamps is None else stamps[i : i + 1]))
     one.close()
     many.close()
     for x, y in zip(

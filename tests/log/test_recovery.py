@@ -94,16 +94,82 @@ def test_zero_padded_indexes(tmp_path: Path) -> None:
     assert all(len(p.read_bytes()) % 8 == 0 for p in d.glob("*.index"))
 
 
-def test_missing_timeindex_is_rebuilt(tmp_path: Path) -> None:
+def flip_crc_mid_segment(log_file: Path) -> int:
+    """Flip one byte inside the batch in the middle of `log_file` (its CRC no longer matches);
+    returns that batch's position."""
+    headers = list(iter_batch_headers(log_file.read_bytes()))
+    victim = headers[len(headers) // 2]
+    data = bytearray(log_file.read_bytes())
+    data[victim.position + victim.size - 1] ^= 0xFF  # the last record's value byte
+    log_file.write_bytes(bytes(data))
+    return victim.position
+
+
+def test_missing_timeindex_is_created_empty(tmp_path: Path) -> None:
+    """Kafka's sanityCheck creates a missing .timeindex empty and rebuilds nothing; a broker then
+    judges the segment's age by the .log's mtime, so we leave it empty too."""
     d = tmp_path / "t-0"
     write_log(d)
     target = sorted(d.glob("*.timeindex"))[1]
-    original = target.read_bytes()
     target.unlink()
     log = reopen(d, clean=True)
-    assert log.load_report.rebuilt_indexes == [(int(target.name[:20]), "missing .timeindex")]
+    base = int(target.name[:20])
+    assert log.load_report.rebuilt_indexes == []
+    assert log.load_report.empty_time_indexes == [base]
+    seg = next(s for s in log.segments if s.base_offset == base)
+    assert seg.max_timestamp_so_far == -1
+    assert seg.largest_timestamp == seg.last_modified_ms
     log.close()
-    assert target.read_bytes() == original  # rebuilt, not created empty as Kafka would
+    assert target.read_bytes() == b""
+
+
+def test_pass4_cut_keeps_later_segments(tmp_path: Path) -> None:
+    """Issue 36 item 1: an unclean shutdown with recovery point 0; the second segment has no
+    .index and a CRC-bad batch. Kafka's pass 4 recovers it (cutting the bad batch and the rest
+    of that segment) but ignores what it cut; recoverLog's second recovery of it cuts nothing,
+    so every later segment stays."""
+    d = tmp_path / "t-0"
+    write_log(d)
+    files = segs(d)
+    later = {f.name: f.read_bytes() for f in files[2:]}
+    position = flip_crc_mid_segment(files[1])
+    files[1].with_suffix(".index").unlink()
+    log = reopen(d, rp=0)
+    report = log.load_report
+    assert report.dropped_segments == []
+    assert [(t.file, t.position) for t in report.truncations] == [(files[1].name, position)]
+    assert {f.name: f.read_bytes() for f in files[2:]} == later
+    assert log.log_end_offset == N
+    offsets = log.read_records().column("offset").to_pylist()
+    cut_from = log.segments[1].read_next_offset()
+    assert offsets == list(range(cut_from)) + list(range(int(files[2].name[:20]), N))
+
+
+def test_our_reasons_never_cut(tmp_path: Path) -> None:
+    """Issue 36 item 2: a clean shutdown, the second segment's .timeindex deleted and one CRC
+    flip. Kafka recovers nothing, so not a byte may go. An .index only kafkalog distrusts
+    (zero padding) is rebuilt over the whole .log, past the CRC mismatch, cutting nothing."""
+    d = tmp_path / "t-0"
+    write_log(d)
+    files = segs(d)
+    flip_crc_mid_segment(files[1])
+    files[1].with_suffix(".timeindex").unlink()
+    before = {f.name: f.read_bytes() for f in files}
+    log = reopen(d, clean=True)
+    assert log.load_report.truncated_bytes == 0 and log.load_report.dropped_segments == []
+    assert log.log_end_offset == N
+    log.close()
+    assert {f.name: f.read_bytes() for f in files} == before
+    index = files[1].with_suffix(".index")
+    entries = index.read_bytes()
+    index.write_bytes(entries + bytes(8 * 50))  # zero padding: kafkalog's own distrust
+    log = reopen(d, clean=True)
+    assert [b for b, _ in log.load_report.rebuilt_indexes] == [int(files[1].name[:20])]
+    assert log.load_report.truncated_bytes == 0
+    log.close()
+    assert {f.name: f.read_bytes() for f in files} == before
+    assert index.read_bytes() == entries  # every entry back, also past the bad batch
+    assert files[1].with_suffix(".timeindex").read_bytes() == b""  # still as Kafka left it
 
 
 def test_garbage_in_middle_drops_later_segments(tmp_path: Path) -> None:

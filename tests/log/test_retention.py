@@ -13,6 +13,7 @@ from kafkalog_core.errors import LogDirError
 from kafkalog_core.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog_core.log.names import segment_log_files
 from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state
 from kafkalog_core.maintenance.rebuild import rebuild_partition
 from kafkalog_core.maintenance.retention import (
     UNFINISHED_QUARANTINE,
@@ -29,6 +30,7 @@ from kafkalog_core.maintenance.retention import (
     retention_decisions,
     truncate_leader_epochs_from_start,
 )
+from kafkalog_core.maintenance.segment_facts import as_loaded
 from tests.log.test_partition_log import batch_size, singles
 
 DAY = 86_400_000
@@ -49,11 +51,11 @@ def decide(segs, config, **kw):
     return [(d.delete, d.rule) for d in retention_decisions(segs, config, **kw)]
 
 
-def test_time_breach_deletes_a_prefix_never_the_active_segment() -> None:
+def test_time_breach_deletes_a_prefix() -> None:
     segs = [
         seg(0, 10, ts=NOW - 9 * DAY),
         seg(10, 20, ts=NOW - 8 * DAY),
-        seg(20, 30, ts=NOW - 9 * DAY),
+        seg(20, 30, ts=NOW - 6 * DAY),
     ]
     assert decide(segs, cfg()) == [(True, "retention.ms"), (True, "retention.ms"), (False, "")]
     # a young segment in between protects everything after it (only a prefix goes)
@@ -67,7 +69,7 @@ def test_time_breach_deletes_a_prefix_never_the_active_segment() -> None:
     assert [d.delete for d in decisions] == [True, False, False, False]
     assert "within retention.ms" in decisions[1].reason
     assert "only a prefix" in decisions[2].reason
-    assert "active segment" in decisions[3].reason
+    assert "within retention.ms" in decisions[3].reason
 
 
 def test_time_uses_file_mtime_when_no_timestamp() -> None:
@@ -83,7 +85,7 @@ def test_time_uses_file_mtime_when_no_timestamp() -> None:
         (300, [True, False, False, False]),  # excess 100: exactly one segment
         (301, [False, False, False, False]),  # excess 99 covers no whole segment
         (400, [False, False, False, False]),
-        (0, [True, True, True, False]),  # everything but the active segment
+        (0, [True, True, True, True]),  # everything: a broker rolls a new active segment first
     ],
 )
 def test_size_breach_the_way_kafka_counts_the_excess(limit: int, expected: list[bool]) -> None:
@@ -129,12 +131,20 @@ def test_high_watermark_bounds_deletion() -> None:
     assert "high watermark 15" in got[1].reason
 
 
-def test_broker_rule_may_take_the_active_segment() -> None:
+def test_a_breached_active_segment_goes_as_a_broker_rolls_it() -> None:
+    """Issue 37 item 2: Kafka's deletableSegments takes a non-empty active segment that breaches
+    retention (HW = LEO); deleteSegments rolls a new empty one first. An empty one stays."""
     segs = [seg(0, 10, ts=0), seg(10, 20, ts=0)]
-    got = decide(segs, cfg(), keep_active=False)
-    assert got == [(True, "retention.ms"), (True, "retention.ms")]
+    got = retention_decisions(segs, cfg(), now_ms=NOW, log_start_offset=0)
+    assert [(d.delete, d.rule) for d in got] == [(True, "retention.ms"), (True, "retention.ms")]
+    assert "rolls a new empty one at 20" in got[1].reason
     empty_active = [seg(0, 10, ts=0), seg(10, 10, size=0, ts=-1, mtime=0)]
-    assert decide(empty_active, cfg(), keep_active=False) == [(True, "retention.ms"), (False, "")]
+    got = retention_decisions(empty_active, cfg(), now_ms=NOW, log_start_offset=0)
+    assert [(d.delete, d.rule) for d in got] == [(True, "retention.ms"), (False, "")]
+    assert got[1].reason == "empty active segment (never deleted)"
+    # above the high watermark it stays
+    got = retention_decisions(segs, cfg(), now_ms=NOW, log_start_offset=0, high_watermark=15)
+    assert [d.delete for d in got] == [True, False]
 
 
 def test_backfill_risk_only_for_fresh_files_with_old_create_times() -> None:
@@ -310,3 +320,96 @@ def test_recovery_point_never_below_the_log_start_offset() -> None:
     # raised to the log start; never lowered; a missing entry (0 to a broker) gets one if needed
     assert raised == {("a", 0): 12, ("a", 1): 30, ("b", 0): 0, ("c", 0): 9}
     assert recovery == {("a", 0): 5, ("a", 1): 30, ("b", 0): 0}  # the input is left alone
+
+
+# ---- issue 36: the largest timestamp and the size a broker judges by -----------------------------
+def _restored(tmp_path: Path, *, record_ts: int) -> Path:
+    """A 3-segment log whose records carry `record_ts`, its .log files touched now (a restore)."""
+    log = PartitionLog.create(tmp_path / "t-0", cfg(segment_bytes=5 * batch_size()))
+    for _ in range(3):
+        log.append_batches(singles(log, 5, ts=[record_ts] * 5))
+    log.close()
+    now_s = NOW / 1000
+    for path in segment_log_files(tmp_path / "t-0"):
+        os.utime(path, (now_s, now_s))
+    return tmp_path / "t-0"
+
+
+def _judged(pdir: Path, recovery_point: int | None = None, **settings):
+    facts = as_loaded([read_segment_facts(p) for p in segment_log_files(pdir)], recovery_point)
+    return retention_decisions(facts, cfg(**settings), now_ms=NOW, log_start_offset=0)
+
+
+def test_largest_timestamp_is_the_time_index_last_entry_else_the_mtime(tmp_path: Path) -> None:
+    """Issue 36 item 5: a restore without .timeindex files, 10-day-old records, the .log's mtime
+    now and retention.ms of 7 days. A broker creates the time indexes empty and judges by the
+    mtime: nothing goes for 7 days. With the time indexes it goes now."""
+    pdir = _restored(tmp_path, record_ts=NOW - 10 * DAY)
+    assert [d.delete for d in _judged(pdir)] == [True, True, True]
+    for path in pdir.glob("*.timeindex"):
+        path.unlink()
+    kept = _judged(pdir)
+    assert [d.delete for d in kept] == [False, False, False]
+    assert "mtime" in kept[0].reason
+    facts = read_segment_facts(segment_log_files(pdir)[0])
+    assert facts.largest_timestamp == NOW and facts.max_timestamp == NOW - 10 * DAY
+    # the broker's load rebuilds the time index first: after an unclean shutdown from the
+    # recovery point's segment on, and for a segment without .index whatever the shutdown
+    second = segment_log_files(pdir)[1]
+    unclean = _judged(pdir, recovery_point=int(second.name[:20]))
+    assert [d.delete for d in unclean] == [False, False, False]  # only a prefix goes
+    unclean = _judged(pdir, recovery_point=0)
+    assert [d.delete for d in unclean] == [True, True, True]
+    assert "rebuilds this segment's indexes first" in unclean[0].reason
+    segment_log_files(pdir)[0].with_suffix(".index").unlink()
+    assert [d.delete for d in _judged(pdir)] == [True, False, False]
+
+
+def test_min_compaction_lag_reads_the_broker_timestamp(tmp_path: Path) -> None:
+    """Issue 36 item 5 for min.compaction.lag.ms: the cleaner manager asks the same largest
+    timestamp; with the time indexes gone, the mtime (now) keeps every segment too young."""
+    pdir = _restored(tmp_path, record_ts=NOW - 10 * DAY)
+    compact = cfg(cleanup_policy="compact", min_compaction_lag_ms=7 * DAY)
+    assert partition_cleaning_state(pdir, compact, None, NOW).min_lag_offset is None
+    for path in pdir.glob("*.timeindex"):
+        path.unlink()
+    assert partition_cleaning_state(pdir, compact, None, NOW).min_lag_offset == 0
+
+
+def test_size_retention_counts_what_recovery_keeps(tmp_path: Path) -> None:
+    """Issue 36 item 9: a crashed preallocated active segment's zeros (and a partial tail) are
+    no part of a loaded log; counted by st_size they would delete one oldest segment too many."""
+    pdir = _restored(tmp_path, record_ts=NOW)
+    logs = segment_log_files(pdir)
+    sizes = [p.stat().st_size for p in logs]
+    limit = sum(sizes) - sizes[0]  # exactly the oldest segment over
+    assert [d.delete for d in _judged(pdir, retention_bytes=limit)] == [True, False, False]
+    with open(logs[-1], "ab") as f:
+        f.write(bytes(4096))  # preallocated zeros after a crash
+    assert [d.delete for d in _judged(pdir, retention_bytes=limit)] == [True, False, False]
+    with open(logs[-1], "ab") as f:
+        f.write(logs[0].read_bytes()[: batch_size() // 2])  # a partial batch
+    facts = read_segment_facts(logs[-1])
+    assert facts.retained_bytes == sizes[-1] < facts.size
+
+
+def test_tiered_topics_use_the_local_limits_and_uploaded_segments_only() -> None:
+    """Issue 36 item 3: remote.storage.enable topics are judged by local.retention.ms/bytes (-2:
+    the plain setting) and only uploaded segments go; the active one is rolled, never deleted
+    before its upload."""
+    segs = [seg(0, 10, ts=NOW - 3 * DAY), seg(10, 20, ts=NOW - 3 * DAY), seg(20, 30, ts=0)]
+    tiered = {"remote_storage_enable": "true", "retention_ms": 30 * DAY}
+    assert decide(segs, cfg(**tiered)) == [(False, "")] * 3  # -2: retention.ms, 30 days
+    local = cfg(local_retention_ms=2 * DAY, **tiered)
+    assert decide(segs, local) == [
+        (True, "local.retention.ms"),
+        (True, "local.retention.ms"),
+        (False, ""),
+    ]
+    got = retention_decisions(segs, local, now_ms=NOW, log_start_offset=0, uploaded_offset=9)
+    assert [d.delete for d in got] == [True, False, False]
+    assert "not uploaded" in got[1].reason
+    unknown = retention_decisions(segs, local, now_ms=NOW, log_start_offset=0)
+    assert "rolls it and deletes it once it is uploaded" in unknown[2].reason
+    copy_off = cfg(local_retention_ms=2 * DAY, remote_log_copy_disable="true", **tiered)
+    assert decide(segs, copy_off) == [(False, "")] * 3  # no copy: the plain 30 days

@@ -153,9 +153,14 @@ class PartitionLogAppends(PartitionLogState):
     def append_batches(self, encoded: EncodedBatches, *, now_ms: int | None = None) -> AppendInfo:
         """Append ready batches; the first base offset must be the LEO. Rolls as Kafka does (§5).
 
-        Each batch is one append (the producer path), so a broker rebuilding our indexes gets
-        the same bytes. With `leader_epoch` set, batches are stamped with it in place (PLE is
-        outside the CRC) and the leader-epoch-checkpoint is maintained.
+        Each batch is one append: the producer path. Kafka's maybeRoll runs once per append,
+        with the whole set's size and largest timestamp, and a Java producer's request holds
+        one batch per partition (RecordAccumulator.drain takes at most one per partition), so
+        a broker fed these batches by producers checks the roll before each batch, as here;
+        this call is exactly the sequence of one-batch appends. (A multi-batch append, a
+        follower's fetch, would roll once for the set: no writer here appends so.) With
+        `leader_epoch` set, batches are stamped with it in place (PLE is outside the CRC) and
+        the leader-epoch-checkpoint is maintained.
         """
         self._check_open()
         n = len(encoded)

@@ -37,11 +37,33 @@ class SegmentRecovery(SegmentState):
         overflow, offsets out of order) leaves the .log and the .txnindex as they were.
         """
         self.recovery_cut = None
+        scan = self._scan(producer_state, leader_epoch_cache, check_crc=True)
+        self._take_index_entries(scan, txn=True)
+        truncated = scan.truncated_bytes
+        if truncated:
+            self._truncate_log(scan.valid_bytes)
+            self.recovery_cut = scan.invalid
+        self._finish_indexes(scan)
+        return truncated
+
+    def rebuild_indexes(
+        self, producer_state: Any = None, txn: bool = False, time: bool = True
+    ) -> None:
+        """Rebuild the .index, with `time` the .timeindex and with `txn` the .txnindex from the .log,
+        cutting nothing: kafkalog's own distrust of a segment's indexes (`indexes_look_valid`,
+        a split's piece) is no reason of Kafka's to truncate, so the walk goes past a CRC
+        mismatch as a reader does and stops only where no batch can be read. Raises
+        LogSegmentOffsetOverflowError / InvalidOffsetError as `recover` does, files unchanged."""
+        scan = self._scan(producer_state, None, check_crc=False)
+        self._take_index_entries(scan, txn=txn, time=time)
+        self._finish_indexes(scan, time=time)
+
+    def _scan(self, producer_state: Any, leader_epoch_cache: Any, check_crc: bool) -> Any:
         fh = self._handle()
         if self._dirty:
             fh.flush()
             self._dirty = False
-        scan = scan_segment(
+        return scan_segment(
             self.log_path,
             fd=fh.fileno(),
             size=self._size,
@@ -49,28 +71,34 @@ class SegmentRecovery(SegmentState):
             index_interval_bytes=self.index_interval_bytes,
             producer_state=producer_state,
             leader_epoch_cache=leader_epoch_cache,
+            check_crc=check_crc,
         )
+
+    def _take_index_entries(self, scan: Any, txn: bool, time: bool = True) -> None:
+        """The walk's offset and time entries (in memory: an entry out of order raises before
+        any file changed), then the .txnindex's."""
         self.offset_index.reset()
-        self.time_index.reset()
         self.offset_index.append_many(scan.index_offsets, scan.index_positions)
-        if len(scan.walk_timestamps):
+        if time:
+            self.time_index.reset()
+        if time and len(scan.walk_timestamps):
             self.time_index.maybe_append_many(scan.walk_timestamps, scan.walk_offsets)
-        self.txn_index.reset()
-        for aborted in scan.aborted_txns:
-            self.txn_index.append(aborted)
-        truncated = scan.truncated_bytes
-        if truncated:
-            self._truncate_log(scan.valid_bytes)
-            self.recovery_cut = scan.invalid
+        if txn:
+            self.txn_index.reset()
+            for aborted in scan.aborted_txns:
+                self.txn_index.append(aborted)
+
+    def _finish_indexes(self, scan: Any, time: bool = True) -> None:
+        """Recovery's closing time entry for the max timestamp, both indexes trimmed."""
         self.offset_index.trim_to_valid_size()
-        max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
-        self._max_ts_and_offset = max_ts
-        self.time_index.maybe_append(max_ts[0], max_ts[1], skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        if time:
+            max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
+            self._max_ts_and_offset = max_ts
+            self.time_index.maybe_append(max_ts[0], max_ts[1], skip_full_check=True)
+            self.time_index.trim_to_valid_size()
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
         self._needs_fsync = True
-        return truncated
 
     # ---- continuing a closed segment ---------------------------------------------------------------
     def resume_as_active(self, opened_at: int | None = None) -> None:

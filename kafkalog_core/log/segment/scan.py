@@ -210,8 +210,11 @@ def header_at(
         raise CorruptRecordError(f"{path}: {e} (file position {file_position})") from None
 
 
-def _legacy_problem(view: memoryview, p: int, total: int) -> tuple[str, str] | None:
-    """(reason, detail) when the v0/v1 message at `p` of `view` fails Kafka's isValid."""
+def _legacy_problem(
+    view: memoryview, p: int, total: int, check_crc: bool = True
+) -> tuple[str, str] | None:
+    """(reason, detail) when the v0/v1 message at `p` of `view` fails Kafka's isValid (its
+    CRC unchecked without `check_crc`)."""
     magic = view[p + 16]
     if magic not in (MAGIC_V0, MAGIC_V1):
         return BAD_MAGIC, f"unknown magic byte {magic}"
@@ -222,7 +225,7 @@ def _legacy_problem(view: memoryview, p: int, total: int) -> tuple[str, str] | N
     minimum = LEGACY_RECORD_OVERHEAD_V0 + 12
     if total < minimum:
         return BAD_SIZE, f"size {total} is smaller than the minimum {minimum}"
-    if compute_crc(view, header) != header.crc:
+    if check_crc and compute_crc(view, header) != header.crc:
         return CRC_MISMATCH, f"stored CRC {header.crc} does not match the computed CRC"
     return None
 
@@ -239,6 +242,7 @@ def scan_segment(
     check_offsets: bool = False,
     min_offset: int | None = None,
     overflow_ok: bool = False,
+    check_crc: bool = True,
 ) -> SegmentScan:
     """Walk a .log the way recovery does and return what recovery would build (§3.5).
 
@@ -253,6 +257,8 @@ def scan_segment(
     not above the previous batch's last offset. Raises LogSegmentOffsetOverflowError for a batch
     whose offset does not fit the segment (Kafka splits such a segment), unless `overflow_ok`
     (the walk that plans the split: such batches are walked like the others).
+    Without `check_crc` the walk goes past a batch whose CRC does not match, as a reader's
+    does: the indexes a broker's own writes would have given the whole .log (`rebuild_indexes`).
     """
     path = Path(log_path)
     base = offset_from_file_name(path.name) if base_offset is None else int(base_offset)
@@ -274,6 +280,7 @@ def scan_segment(
             check_offsets,
             base if min_offset is None else min_offset,
             overflow_ok,
+            check_crc,
         )
     finally:
         if own_fd:
@@ -291,6 +298,7 @@ def _walk(
     check_offsets: bool,
     min_offset: int,
     overflow_ok: bool,
+    check_crc: bool = True,
 ) -> SegmentScan:
     """The header walk over large chunks: CRC, index entries, epochs, txns."""
     offsets: list[int] = []
@@ -335,7 +343,11 @@ def _walk(
                 if total < RECORD_BATCH_OVERHEAD:
                     invalid = (BAD_SIZE, f"size {total} < {RECORD_BATCH_OVERHEAD}")
                     break
-                if crc32c(view[p + ATTRIBUTES_OFFSET : p + total]) != unpack_u32(chunk, p + 17)[0]:
+                if (
+                    check_crc
+                    and crc32c(view[p + ATTRIBUTES_OFFSET : p + total])
+                    != unpack_u32(chunk, p + 17)[0]
+                ):
                     invalid = (CRC_MISMATCH, "stored CRC-32C does not match the batch")
                     break
                 (bo, _, ple, _, _, attrs, lod, _, batch_max_ts, pid, _, _, _) = unpack_header(
@@ -343,7 +355,7 @@ def _walk(
                 )
                 last_offset = bo + lod
             else:
-                invalid = _legacy_problem(view, p, total)
+                invalid = _legacy_problem(view, p, total, check_crc)
                 if invalid is not None:
                     break
                 header = header_at(chunk, p, p, path)

@@ -16,7 +16,12 @@ from jobs.maintenance.report import read_report
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.log.partition.partition_log import PartitionLog
-from kafkalog_core.maintenance.retention import mark_segments_deleted, purge_deleted_files
+from kafkalog_core.maintenance.retention import (
+    mark_segments_deleted,
+    purge_deleted_files,
+    roll_empty_segment,
+)
+from kafkalog_core.maintenance.verify import verify_partition
 from tests.log.test_partition_log import batch_size, singles
 
 DAY = 86_400_000
@@ -65,12 +70,14 @@ def test_dry_run_reports_every_segment_and_changes_nothing(spark, log_dir: Path)
     rows = result.rows.to_pylist()
     assert len(rows) == 12
     events0 = [r for r in rows if (r["topic"], r["partition"]) == ("events", 0)]
-    assert [r["action"] for r in events0] == ["delete", "delete", "delete", "keep"]
-    assert {r["rule"] for r in events0[:3]} == {"retention.ms"}
-    assert "active segment" in events0[3]["reason"]
+    # issue 37 item 2: the breached active segment goes too, a broker rolls a new one first
+    assert [r["action"] for r in events0] == ["delete"] * 4
+    assert {r["rule"] for r in events0} == {"retention.ms"}
+    assert "a broker rolls a new empty one at 20 first" in events0[3]["reason"]
     assert {r["action"] for r in rows if r["topic"] != "events" or r["partition"] != 0} == {"keep"}
     assert "retention.ms=864000000 (file" in events0[0]["settings"]
-    assert "dry run" in result.summary and "delete 3 segments" in result.summary
+    assert "dry run" in result.summary and "delete 4 segments" in result.summary
+    assert "1 partitions lose every segment" in result.summary and "events-0" in result.summary
     # written just now with 40-day-old CreateTimes: the backfill trap
     assert len(result.warnings) == 1 and "events" in result.warnings[0]
     assert "changelog" not in result.warnings[0]
@@ -85,15 +92,19 @@ def test_apply_deletes_advances_the_log_start_offset_and_is_idempotent(
     recovery.write({("events", 0): 5, ("events", 1): 20, ("gone", 0): 7})
     result = _run(spark, log_dir, apply=True)
     pdir = log_dir / "events-0"
-    assert sorted(p.name for p in pdir.glob("*.log")) == ["00000000000000000015.log"]
+    # every segment breached retention: a new empty active segment at the LEO, as a broker rolls
+    assert sorted(p.name for p in pdir.glob("*.log")) == ["00000000000000000020.log"]
+    assert (pdir / "00000000000000000020.log").stat().st_size == 0
     assert not list(log_dir.rglob("*.deleted"))
     starts = OffsetCheckpointFile(log_dir / "log-start-offset-checkpoint").read()
-    assert starts[("events", 0)] == 15
+    assert starts[("events", 0)] == 20
     # the recovery point below the new log start moves up to it; the others stay as they were
-    assert recovery.read() == {("events", 0): 15, ("events", 1): 20, ("gone", 0): 7}
+    assert recovery.read() == {("events", 0): 20, ("events", 1): 20, ("gone", 0): 7}
     reopened = PartitionLog.open(pdir, LogConfig())
-    assert reopened.log_start_offset == 15 and reopened.log_end_offset == 20
+    assert reopened.log_start_offset == 20 and reopened.log_end_offset == 20
+    assert not reopened.load_report.changed_anything
     reopened.close()
+    assert verify_partition(pdir, 4096).is_ok  # rebuild-index's verify finds nothing to fix
     assert "applied" in result.summary
     after = _checksums(log_dir)
     again = _run(spark, log_dir, apply=True)
@@ -116,7 +127,7 @@ def _visible_segments(pdir: Path) -> list[str]:
     return sorted(p.name for p in pdir.glob("*.log"))
 
 
-@pytest.mark.parametrize("phase", ["rename", "checkpoint", "purge"])
+@pytest.mark.parametrize("phase", ["roll", "rename", "checkpoint", "purge"])
 def test_a_kill_at_any_step_converges(
     spark, log_dir: Path, tmp_path: Path, monkeypatch, phase: str
 ) -> None:
@@ -125,8 +136,14 @@ def test_a_kill_at_any_step_converges(
     _run(spark, clean, apply=True)
     want = _checksums(clean)
     original = _visible_segments(log_dir / "events-0")
-    # 3 segments of 3 files each (.log .index .timeindex) are renamed, then unlinked
-    steps = {"rename": range(0, 9, 2), "checkpoint": [None], "purge": range(0, 9, 3)}[phase]
+    # a roll creates 3 files; 4 segments of 3 files each (.log .index .timeindex) are renamed,
+    # then unlinked
+    steps = {
+        "roll": range(3),
+        "rename": range(0, 12, 2),
+        "checkpoint": [None],
+        "purge": range(0, 12, 3),
+    }[phase]
     for k in steps:
         work = tmp_path / f"kill-{phase}-{k}"
         shutil.copytree(log_dir.parent, work)
@@ -140,8 +157,16 @@ def test_a_kill_at_any_step_converges(
             "settings": "",
             "log_start_offset": 0,
             "high_watermark": None,
+            "recovery_from": None,
+            "uploaded_offset": None,
         }
-        if phase == "rename":
+        if phase == "roll":
+            patched = functools.partial(roll_empty_segment, hook=_crash_after(k))
+            monkeypatch.setattr(retention_job, "roll_empty_segment", patched)
+            with pytest.raises(KeyboardInterrupt):
+                retention_job.retention_task(options)(unit)
+            monkeypatch.undo()
+        elif phase == "rename":
             patched = functools.partial(mark_segments_deleted, hook=_crash_after(k))
             monkeypatch.setattr(retention_job, "mark_segments_deleted", patched)
             with pytest.raises(KeyboardInterrupt):
@@ -152,9 +177,12 @@ def test_a_kill_at_any_step_converges(
             if phase == "purge":
                 with pytest.raises(KeyboardInterrupt):
                     purge_deleted_files(root / "events-0", hook=_crash_after(k))
-        # what a broker would load now: a suffix of the original segments, whole
-        seen = _visible_segments(root / "events-0")
-        assert seen == original[len(original) - len(seen) :]
+        # what a broker would load now: a suffix of the original segments, whole, and perhaps
+        # the new empty one after them
+        seen = [n for n in _visible_segments(root / "events-0") if n not in original]
+        assert seen in ([], ["00000000000000000020.log"])
+        old = [n for n in _visible_segments(root / "events-0") if n in original]
+        assert old == original[len(original) - len(old) :]
         log = PartitionLog.open(root / "events-0", LogConfig())
         assert log.log_end_offset == 20
         log.close()
@@ -193,10 +221,10 @@ def test_apply_refuses_topics_whose_deletion_settings_are_assumed(
         "topic events: cleanup.policy, retention.ms, retention.bytes are Kafka's defaults by "
         "assumption"
     )
-    assert "delete 3 segments" in dry.summary  # still reported: 40 days > the 7-day default
+    assert "delete 4 segments" in dry.summary  # still reported: 40 days > the 7-day default
     assert _run(spark, log_dir, topic_config=str(partial), topics=["changelog"], apply=True)
     applied = _run(spark, log_dir, topic_config=str(partial), apply=True, assume_defaults=True)
-    assert sum(r["applied"] for r in applied.rows.to_pylist()) == 3
+    assert sum(r["applied"] for r in applied.rows.to_pylist()) == 4
     assert "as --assume-defaults asks" in applied.warnings[0]
 
 
@@ -241,7 +269,7 @@ def test_quarantine_files_are_listed_then_deleted_after_retention_ms(spark, log_
     ]
     assert rows[0]["size_bytes"] == len(b"corrupt tail") and rows[0]["rule"] == "retention.ms"
     assert {r["kind"] for r in dry.rows.to_pylist()} == {"segment", "quarantine"}
-    assert "delete 3 segments" in dry.summary  # the segment counts leave them out
+    assert "delete 4 segments" in dry.summary  # the segment counts leave them out
     assert f"events-1/{old.name}" in dry.summary and "--apply" in dry.summary
     applied = _run(spark, log_dir, apply=True)
     assert not old.exists() and young.exists()
@@ -272,3 +300,63 @@ def test_the_task_reads_the_quarantine_suffix_it_is_given(log_dir: Path) -> None
         (unfinished.name, "unfinished-quarantine", True),
     ]
     assert not custom.exists() and not unfinished.exists() and default.exists()
+
+
+def test_tiered_topics_need_the_upload_state_to_apply(spark, log_dir: Path, capsys) -> None:
+    """Issue 36 item 3: remote.storage.enable topics go by local.retention.ms, and a broker
+    deletes only uploaded segments. The dry run says the upload state is unknown; --apply
+    refuses without --uploaded-offsets or --accept-unknown-uploads."""
+    tiered = log_dir.parent / "tiered.yaml"
+    tiered.write_text(
+        "topics:\n"
+        "  events: {remote.storage.enable: true, retention.ms: 8640000000,"
+        " local.retention.ms: 864000000}\n"  # 100 days in all, 10 days locally
+        "  changelog: {cleanup.policy: compact}\n"
+    )
+    before = _checksums(log_dir)
+    dry = _run(spark, log_dir, topic_config=str(tiered), topics=["events"])
+    events0 = [r for r in dry.rows.to_pylist() if r["partition"] == 0]
+    assert [(r["action"], r["rule"]) for r in events0] == [("delete", "local.retention.ms")] * 3 + [
+        ("keep", "")
+    ]
+    assert "once it is uploaded" in events0[3]["reason"]
+    assert "upload state of partitions events-0, events-1 is unknown" in dry.warnings[0]
+    args = ["--log-dir", str(log_dir), "--topic-config", str(tiered), "--now", str(NOW)]
+    assert retention_job.main([*args, "--topics", "events", "--apply"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "refuses topic events (remote.storage.enable=true)" in err[0]
+    assert "--uploaded-offsets FILE" in err[0] and "--accept-unknown-uploads" in err[0]
+    assert _checksums(log_dir) == before
+    uploaded = log_dir.parent / "uploaded.txt"
+    uploaded.write_text("# highest offset in remote storage\nevents 0 9\nevents 1 4\n")
+    applied = _run(
+        spark,
+        log_dir,
+        topic_config=str(tiered),
+        topics=["events"],
+        apply=True,
+        uploaded_offsets=str(uploaded),
+    )
+    assert [r["applied"] for r in applied.rows.to_pylist() if r["partition"] == 0] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert _visible_segments(log_dir / "events-0")[0] == f"{10:020d}.log"
+    accepted = _run(
+        spark,
+        log_dir,
+        topic_config=str(tiered),
+        topics=["events"],
+        apply=True,
+        accept_unknown_uploads=True,
+    )
+    assert [r["applied"] for r in accepted.rows.to_pylist() if r["partition"] == 0] == [
+        True,
+        False,
+    ]
+    assert "as --accept-unknown-uploads asks" in accepted.warnings[0]
+    uploaded.write_text("events zero 9\n")
+    assert retention_job.main([*args, "--uploaded-offsets", str(uploaded)]) == 1
+    assert "line 1: expected '<topic> <partition> <offset>'" in capsys.readouterr().err
