@@ -3,26 +3,38 @@ rerun; the files must be those of one uninterrupted run.
 
 Not a test. Run from the repo root:
 
-    .venv/bin/python bench/crash.py [--jobs rebuild,retention,write] [--sample 8 | --all] [--seed 1]
+    .venv/bin/python bench/crash.py [--jobs rebuild,retention,compact,write,ingest-range-spark,...]
+        [--sample 8 | --all] [--seed 1]
 
 Jobs and cases (the tests' own: tests/jobs/maintenance/kill_cases.py, tests/datasource/
-write_driver.py):
+write_driver.py, tests/jobs/ingest_helpers.py):
 - rebuild: `./spark-submit.sh --master local[1] rebuild-index --mode rebuild` on three damaged
   partitions (missing and zero-padded indexes; a corrupt batch with segments after it; a
   segment whose offsets overflow it, which is split);
 - retention: `./spark-submit.sh --master local[1] retention --apply` on two partitions with
   expired segments, an old quarantine file, leader epochs and recovery points below the new log
   start;
+- compact: `./spark-submit.sh --master local[1] compact --apply` (io buffer 1200 bytes) on two
+  compacted partitions (superseded keys, tombstones, an aborted transaction) and one partition
+  of a delete-policy topic;
 - write: `df.write.format("kafkalog")` (append, run id w1) by a driver of its own on a log dir
-  that run w0 wrote.
+  that run w0 wrote;
+- ingest-MODE-READER: `./spark-submit.sh --master local[1] ingest` (run id w1, 120 Parquet rows
+  in 2 files to 3 partitions of 4 KiB segments; 2 tasks, or one per file in the direct mode) on a log dir that run w0 wrote,
+  for each write mode (range: ordering [event_time, id]; direct: the source order) and task
+  reader (spark, arrow).
 
 Per job: one armed, uninterrupted run counts the steps (tests/killer.py: renames, unlinks,
 truncations, file creations, writes, directory creations and removals below the case dir,
 in the driver and in Spark's Python workers); then for each chosen step N (all with --all, else
 a seeded sample of --sample) a copy of the case, the job killed before step N (SIGKILL of the
 driver's session and of Spark's worker daemon), and the same job again in this process's
-SparkSession; the log dir and its meta area (for the write: but its Delta history, checked by
-rows) must then hold exactly the files (names and bytes) of an uninterrupted run.
+SparkSession; the log dir and its meta area (for the write and ingest: but their Delta history,
+checked by rows) must then hold exactly the files (names and bytes) of an uninterrupted run
+on Spark. With --forked, the maintenance jobs run whole without a JVM in forked children
+(tests/killer.killed_run: the run lock, each partition's task one after another, the driver's
+checkpoints), killed and rerun there, as tests/jobs/maintenance/test_maintenance_kill9.py
+does: every step in seconds, where a JVM per kill takes a minute.
 Prints per job the steps, the kill points run, how many gave the same files, and the time.
 Exit 1 on any difference.
 """
@@ -42,13 +54,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import yaml  # noqa: E402
+
+from jobs.ingest import run as ingest_run  # noqa: E402
+from jobs.ingestion.config.ingest_config import IngestConfig  # noqa: E402
 from jobs.ingestion.run.history import IngestHistory  # noqa: E402
 from jobs.ingestion.staging.task_staging import journal_path  # noqa: E402
+from jobs.maintenance.common import parse_now  # noqa: E402
 from tests.datasource import write_driver  # noqa: E402
+from tests.jobs.ingest_helpers import config_doc, source_rows, write_parquet  # noqa: E402
 from tests.jobs.maintenance import kill_cases  # noqa: E402
-from tests.killer import differences, killed_program, read_steps, snapshot  # noqa: E402
+from tests.killer import (  # noqa: E402
+    differences,
+    killed_program,
+    killed_run,
+    read_steps,
+    snapshot,
+)
 
 HISTORY = r"/ingest-history/"
+INGEST_MODES = ("range-spark", "range-arrow", "direct-spark", "direct-arrow")
+INGEST_ROWS = 120
+INGEST_NOW = "2024-06-01T00:00:00Z"  # the run's start time, as a scheduler would fix it
 
 
 @dataclass(frozen=True)
@@ -58,6 +85,7 @@ class Job:
     command: Callable[[Path], list[str]]  # the killed driver's command line on a case dir
     rerun: Callable[[Path, object], None]  # the same job on a case dir, in a SparkSession
     skip: str | None = None  # files `snapshot` leaves out
+    serial: Callable[[str, str], None] | None = None  # (log dir, topics.yaml) without a JVM
 
     def files(self, case: Path) -> dict[str, bytes]:
         return snapshot(case / "logs", self.skip)
@@ -69,6 +97,7 @@ def _maintenance(name: str, make, job) -> Job:
         make,
         lambda case: kill_cases.spark_submit(name, case),
         lambda case, spark: job(str(case / "logs"), str(case / "topics.yaml"), spark),
+        serial=job,
     )
 
 
@@ -80,10 +109,73 @@ def _write_base(spark) -> Callable[[Path], Path]:
     return make
 
 
-def jobs(spark) -> dict[str, Job]:
+def _ingest_doc(source: Path, logs: Path, mode: str) -> dict:
+    """The ingest config of run w0 or w1 (`source`: its Parquet dir) in `mode` (write mode,
+    task reader)."""
+    write_mode, reader = mode.split("-")
+    ordering = ("event_time", "id") if write_mode == "range" else "source"
+    topics = {"events": {"partitions": 3, "config": {"segment.bytes": 4096}}}
+    doc = config_doc(source, logs, topics=topics, ordering=ordering)
+    del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
+    doc["source"]["task_reader"] = reader
+    doc["output"]["write_mode"] = write_mode
+    return doc
+
+
+def _ingest(mode: str, sources: Path, spark) -> Job:
+    """The ingest job's run w1 in `mode`, on a log dir its run w0 wrote (`sources`: the two
+    runs' Parquet dirs, shared by every case; `spark`: the session of the runs not killed)."""
+
+    def config(case: Path, run: str) -> dict:
+        return _ingest_doc(sources / run, case / "logs", mode)
+
+    tasks = 2 if mode.startswith("range") else None  # direct: one task per input split
+
+    def rerun(case: Path, spark, run: str = "w1") -> None:
+        ingest_run(
+            spark,
+            IngestConfig.from_dict(config(case, run)),
+            run_id=run,
+            tasks=tasks,
+            now_ms=parse_now(INGEST_NOW),
+            out=lambda *_: None,
+        )
+
+    def make(case: Path) -> Path:
+        if not (sources / "w0").exists():
+            rows = source_rows(2 * INGEST_ROWS)
+            write_parquet(sources / "w0", rows[:INGEST_ROWS], files=2)
+            write_parquet(sources / "w1", rows[INGEST_ROWS:], files=2)
+        rerun(case, spark, "w0")
+        return case
+
+    def command(case: Path) -> list[str]:
+        file = case / "w1.yaml"
+        file.write_text(yaml.safe_dump(config(case, "w1")))
+        return [
+            "./spark-submit.sh",
+            "--master",
+            "local[1]",
+            "ingest",
+            "--config",
+            str(file),
+            "--run-id",
+            "w1",
+            *(["--tasks", str(tasks)] if tasks else []),
+            "--now",
+            INGEST_NOW,
+        ]
+
+    return Job(f"ingest-{mode}", make, command, rerun, skip=HISTORY)
+
+
+def jobs(spark, work: Path) -> dict[str, Job]:
+    ingest = {f"ingest-{m}": _ingest(m, work / "ingest-sources", spark) for m in INGEST_MODES}
     return {
         "rebuild": _maintenance("rebuild", kill_cases.damaged, kill_cases.rebuild),
         "retention": _maintenance("retention", kill_cases.expiring, kill_cases.retention),
+        "compact": _maintenance("compact", kill_cases.changelog, kill_cases.compact),
+        **ingest,
         "write": Job(
             "write",
             _write_base(spark),
@@ -106,7 +198,26 @@ def _same_step(step: str) -> str:
     return re.sub(r"attempt-commit\d+x\d+", "attempt-commit", step)
 
 
-def run_job(job: Job, spark, work: Path, picks: int | None, seed: int) -> bool:
+def _killed(job: Job, case: Path, log: Path, after: int | None, forked: bool) -> bool:
+    """Run `job` on `case`, killed before step `after + 1` (None: not killed); whether it ran
+    to its end. `forked`: the job's `serial` form in a forked child (tests/killer.killed_run),
+    else its driver's command line as a session of its own."""
+    if forked:
+        logs, conf = str(case / "logs"), str(case / "topics.yaml")
+        assert job.serial is not None, f"{job.name} has no run without a JVM"
+        return killed_run(
+            job.serial, logs, conf, log=log, after=after, under=case, preload=kill_cases.PRELOAD
+        )
+    proc = killed_program(job.command(case), log=log, under=case, after=after)
+    if proc.returncode not in (0, -9):
+        print(proc.stderr.decode()[-3000:])
+        raise SystemExit(f"{job.name}: exit {proc.returncode}")
+    return proc.returncode == 0
+
+
+def run_job(
+    job: Job, spark, work: Path, picks: int | None, seed: int, forked: bool = False
+) -> bool:
     began = time.monotonic()
     source = job.make(work / "source")
     reference = work / "reference"
@@ -116,10 +227,8 @@ def run_job(job: Job, spark, work: Path, picks: int | None, seed: int) -> bool:
     counted = work / "counted"
     shutil.copytree(source, counted)
     log = work / "counted.steps"
-    proc = killed_program(job.command(counted), log=log, under=counted)
-    if proc.returncode != 0:
-        print(proc.stderr.decode()[-3000:])
-        raise SystemExit(f"{job.name}: the uninterrupted run exited {proc.returncode}")
+    if not _killed(job, counted, log, None, forked):
+        raise SystemExit(f"{job.name}: the uninterrupted run was killed")
     steps = read_steps(log)
     same = not differences(job.files(counted), want)
     chosen = list(range(len(steps)))
@@ -135,14 +244,17 @@ def run_job(job: Job, spark, work: Path, picks: int | None, seed: int) -> bool:
         case = work / f"kill-{k}"
         shutil.copytree(source, case)
         log = work / f"kill-{k}.steps"
-        proc = killed_program(job.command(case), log=log, under=case, after=k)
-        killed_at = read_steps(log)[-1] if proc.returncode == -9 else ""
-        problems = [] if proc.returncode == -9 else [f"exit {proc.returncode}, not killed"]
+        killed = not _killed(job, case, log, k, forked)
+        killed_at = read_steps(log)[-1] if killed else ""
+        problems = [] if killed else ["not killed"]
         if _same_step(killed_at.replace(str(case), str(counted))) != _same_step(steps[k]):
             problems.append(f"killed at {killed_at}")
-        job.rerun(case, spark)
+        if forked:  # the rerun too, in a process of its own, uninterrupted
+            assert _killed(job, case, work / "rerun.steps", None, forked)
+        else:
+            job.rerun(case, spark)
         problems += differences(job.files(case), want)
-        if job.name == "write":
+        if job.skip == HISTORY:  # the write and ingest: each run once in the history
             problems += _check_write_history(case)
         name = re.sub(r"^(\w+) \S*?/(logs|\.logs\.kafkalog)(?=/|$)", r"\1 \2", steps[k])
         print(f"  step {k:>3} {name}: {'same files' if not problems else problems[:5]}")
@@ -158,10 +270,16 @@ def run_job(job: Job, spark, work: Path, picks: int | None, seed: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", default="rebuild,retention,write")
+    parser.add_argument("--jobs", default=",".join(["rebuild", "retention", "compact", "write"]))
     parser.add_argument("--sample", type=int, default=8, help="kill points per job")
     parser.add_argument("--all", action="store_true", help="every step of every job")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--forked",
+        action="store_true",
+        help="maintenance jobs: each run whole in a forked child without a JVM (tasks one "
+        "after another), killed there; not their Spark drivers",
+    )
     args = parser.parse_args(argv)
 
     from tests.conftest import session_builder
@@ -172,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in args.jobs.split(","):
             with tempfile.TemporaryDirectory(prefix=f"kafkalog-crash-{name}-") as tmp:
-                job = jobs(spark)[name]
-                ok &= run_job(job, spark, Path(tmp), None if args.all else args.sample, args.seed)
+                job = jobs(spark, Path(tmp))[name]
+                picks = None if args.all else args.sample
+                ok &= run_job(job, spark, Path(tmp), picks, args.seed, args.forked)
     finally:
         spark.stop()
     print("crash: " + ("OK" if ok else "DIFFERENCES"))

@@ -27,6 +27,7 @@ LONGEST_FIRST = (
     "tests/cluster/test_cluster_ingest.py",
     "tests/datasource/test_write_kill9.py",
     "tests/jobs/test_hive_tables.py",
+    "tests/jobs/test_ingest_changes.py",
     "tests/jobs/test_spark_submit.py",
     "tests/notebooks/test_explore.py",
     "tests/datasource/test_write.py",

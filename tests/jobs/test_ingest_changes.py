@@ -19,8 +19,8 @@ from deltalake import DeltaTable, write_deltalake
 from jobs.ingest import run
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.history import IngestHistory
-from jobs.spark.session import has_delta_extension
 from kafkalog_core.errors import ConfigError, KafkaLogError
+from tests.jobs import delta_spark_driver
 from tests.jobs.ingest_helpers import read_root, snapshot, staging_leftovers
 
 pytestmark = pytest.mark.spark
@@ -198,10 +198,53 @@ def test_since_version_skips_ahead_but_never_back(spark, table, tmp_path):
         _ingest(spark, _doc(table, root, since_version=1), "b")
 
 
-def test_spark_delta_source_gives_the_same_records(spark, table, tmp_path, one_run):
-    if not has_delta_extension(spark):
-        pytest.skip("Spark's Delta source needs the delta-spark jars in the session")
-    assert _in_runs(spark, table, tmp_path / "logs", [1, 4], reader="spark") == one_run
+def _rekeyed_table(path: str) -> str:
+    """Keys k01-k10 (v0); v1: `UPDATE ... SET id = 'k99' WHERE id = 'k01'`; v2: a MERGE that moves
+    k02 to k98 and k05 to k02 (k02's old row gone, its key kept by k05's row: no tombstone)."""
+    rows = pa.table(
+        {
+            "id": [f"k{i:02d}" for i in range(1, 11)],
+            "name": [f"n{i}" for i in range(1, 11)],
+            "updated_at": [T0] * 10,
+        },
+        schema=pa.schema([("id", pa.string()), *list(SCHEMA)[1:]]),
+    )
+    write_deltalake(path, rows, configuration=FEED)
+    DeltaTable(path).update(updates={"id": "'k99'"}, predicate="id = 'k01'")  # 1
+    moves = pa.table({"old": ["k02", "k05"], "new": ["k98", "k02"]})
+    (  # 2
+        DeltaTable(path)
+        .merge(source=moves, predicate="t.id = s.old", source_alias="s", target_alias="t")
+        .when_matched_update(updates={"id": "s.new"})
+        .execute()
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def rekeyed(tmp_path_factory) -> str:
+    return _rekeyed_table(str(tmp_path_factory.mktemp("rekeyed") / "t"))
+
+
+def assert_live_keys_are_the_tables_rows(records: list[tuple], table: str) -> None:
+    """After compaction the topic holds each key's latest record: the live ones must be exactly
+    the table's rows, the keys a commit moved away tombstones."""
+    latest: dict[str, dict | None] = {}
+    for _topic, _partition, _offset, key, value, _headers, _ts in records:  # offset order
+        latest[key.decode()] = None if value is None else json.loads(value)
+    rows = {r["id"]: r["name"] for r in DeltaTable(table).to_pyarrow_table().to_pylist()}
+    live = {k: v["name"] for k, v in latest.items() if v is not None}
+    assert live == rows and len(live) == 10
+    assert {k for k, v in latest.items() if v is None} == {"k01", "k05"}
+
+
+def test_a_changed_key_leaves_a_tombstone_for_the_old_key(spark, rekeyed, tmp_path):
+    root = tmp_path / "logs"
+    result = _ingest(spark, _doc(rekeyed, root), "all")
+    assert result.status == "committed" and result.records == 10 + 1 + 1 + 2 + 1
+    assert_live_keys_are_the_tables_rows(read_root(root), rekeyed)
+    # one run per version: the same records
+    assert _in_runs(spark, rekeyed, tmp_path / "per-version", [0, 1, 2]) == read_root(root)
 
 
 def test_a_range_without_the_feed_is_refused_naming_the_property(spark, tmp_path):
@@ -240,3 +283,80 @@ def test_config_rules():
         )
     with pytest.raises(ConfigError, match=r"source.changes='rows' is invalid"):
         IngestConfig.from_dict({**doc, "source": {**doc["source"], "changes": "rows"}})
+
+
+def _vacuumed_table(path: str) -> str:
+    """Versions 0-3 (create, update, delete, append), then a VACUUM with no retention: version
+    0's data file (its inserts) goes, and the change files of versions 1 and 2 are deleted too
+    (delta-rs's vacuum keeps _change_data)."""
+    write_deltalake(path, _rows([(1, "a"), (2, "b"), (3, "c")], 0), configuration=FEED)
+    DeltaTable(path).update(new_values={"name": "x"}, predicate="id = 1")  # 1
+    DeltaTable(path).delete("id = 2")  # 2
+    write_deltalake(path, _rows([(4, "d")], 3), mode="append")  # 3
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    for file in (Path(path) / "_change_data").iterdir():
+        file.unlink()
+    return path
+
+
+def assert_vacuumed_range_refused(message: str, table: str) -> None:
+    latest = DeltaTable(table).version()  # the vacuum commits versions of its own
+    assert "\n" not in message and "version(s) 0-2 of Delta table" in message
+    assert f"--version {latest}" in message and f"--since-version {latest}" in message
+
+
+def test_vacuumed_change_files_are_one_line_naming_the_versions(spark, tmp_path):
+    path = _vacuumed_table(str(tmp_path / "t"))
+    root = tmp_path / "logs"
+    with pytest.raises(ConfigError) as info:
+        _ingest(spark, _doc(path, root), "r1")
+    assert_vacuumed_range_refused(str(info.value), path)
+    assert read_root(root) == [] and IngestHistory(root).find_run("r1") is None
+    # the way out: the changes after the versions whose files are gone read fine
+    result = _ingest(spark, _doc(path, root, since_version=2), "r2")
+    assert result.status == "committed" and result.records == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark's Delta reader (`delta_reader: spark`): the same cases, in a Delta-enabled driver
+
+
+@pytest.fixture(scope="module")
+def spark_reader(table, rekeyed, tmp_path_factory) -> dict:
+    """The runs through Spark's Delta reader, all in one driver (tests/jobs/delta_spark_driver):
+    the five-version table in runs up to versions 1 and 4, the re-keyed table, the vacuumed
+    table (refused, then after version 2)."""
+    work = tmp_path_factory.mktemp("spark-reader")
+    vacuumed = _vacuumed_table(str(work / "vacuumed"))
+    roots = {name: work / name / "logs" for name in ("five", "rekeyed", "vacuumed")}
+    runs = [
+        {"doc": _doc(table, roots["five"], reader="spark", version=1), "run_id": "v1", "tasks": 1},
+        {"doc": _doc(table, roots["five"], reader="spark", version=4), "run_id": "v4", "tasks": 1},
+        {"doc": _doc(rekeyed, roots["rekeyed"], reader="spark"), "run_id": "all"},
+        {"doc": _doc(vacuumed, roots["vacuumed"], reader="spark"), "run_id": "r1"},
+        {"doc": _doc(vacuumed, roots["vacuumed"], reader="spark", since_version=2), "run_id": "r2"},
+    ]
+    results = delta_spark_driver.run_all(runs, work)
+    return {"results": results, "roots": roots, "vacuumed": vacuumed}
+
+
+def test_spark_delta_source_gives_the_same_records(spark_reader, one_run):
+    v1, v4 = spark_reader["results"][:2]
+    assert (v1["source_version"], v4["source_version"]) == (1, 4), (v1, v4)
+    # `_commit_timestamp` is the commit's time in both, but Spark's reader takes the commit
+    # file's modification time and delta-rs the commitInfo's timestamp: milliseconds apart
+    got = read_root(spark_reader["roots"]["five"])
+    assert [r[:6] for r in got] == [r[:6] for r in one_run]
+
+
+def test_spark_delta_source_a_changed_key_leaves_a_tombstone(spark_reader, rekeyed):
+    result = spark_reader["results"][2]
+    assert result["status"] == "committed" and result["records"] == 15, result
+    assert_live_keys_are_the_tables_rows(read_root(spark_reader["roots"]["rekeyed"]), rekeyed)
+
+
+def test_spark_delta_source_vacuumed_change_files_are_one_line(spark_reader):
+    refused, after = spark_reader["results"][3:]
+    assert "error" in refused, refused
+    assert_vacuumed_range_refused(refused["error"], spark_reader["vacuumed"])
+    assert after["status"] == "committed" and after["records"] == 1, after

@@ -132,3 +132,18 @@ def test_timestamp_now_killed_and_rerun_is_byte_identical(spark, source, tmp_pat
     doc["output"]["root"] = str(fresh)
     _run(spark, doc, now_ms=recorded["started_at_ms"])
     assert snapshot(root) == snapshot(fresh)
+
+
+def test_a_committed_runs_leftover_staging_goes_with_its_rerun(spark, source, tmp_path):
+    """A kill -9 after the history row, while the run's staging was being removed, leaves some
+    of it (bench/crash.py found it killing a range run before an rmdir); the rerun of that run
+    id is a no-op and must remove it, or the meta area keeps it for good."""
+    root = tmp_path / "logs"
+    doc = _doc(source, root, reader="arrow")
+    assert _run(spark, doc).status == "committed"
+    before = snapshot(root)
+    left = staging_root(root, "r1") / "task-0" / "attempt-7" / "r0" / "events-0.manifest.json"
+    left.parent.mkdir(parents=True)
+    left.write_text("{}")
+    assert _run(spark, doc).status == "no-op"
+    assert staging_leftovers(root) == [] and snapshot(root) == before

@@ -1,7 +1,7 @@
 """The commit sequence both committing drivers share (the ingest job, the data source's commit).
 
 1. `open_run`: the root's run lock; a publish a crash interrupted finished or rolled back; other
-   runs' stale staging dropped; and whether this run id is committed already (then the caller
+   runs' stale staging dropped (and this run's, when it is committed); and whether this run id is committed already (then the caller
    does nothing: re-running a run id is a no-op).
 2. `place_staged`: provisional shares placed after the partition's log end offset (record
    shares only get their offsets), a first share of segments continuing the published last
@@ -59,8 +59,10 @@ def open_run(root: Path, run_id: str) -> Iterator[OpenRun]:
     with RunLock(root, run_id):
         try:
             recovered = recover_interrupted_publish(root)
-            cleanup_stale_staging(root, run_id)
-            yield OpenRun(root, run_id, IngestHistory(root), recovered)
+            opened = OpenRun(root, run_id, IngestHistory(root), recovered)
+            # a committed run's own staging too: what a kill after its history row left
+            cleanup_stale_staging(root, None if opened.committed else run_id)
+            yield opened
         except BaseException:
             _take_back(root, made)
             raise

@@ -22,7 +22,7 @@ from jobs.ingestion.mapping.rules import (
     POSITION_COLUMN,
 )
 from jobs.ingestion.mapping.structured import session_zone, spark_encoder, structured_value
-from jobs.spark.change_feed import CHANGE_COLUMNS, CHANGE_TYPE, DELETE
+from jobs.spark.change_feed import CHANGE_COLUMNS, CHANGE_TYPE, DELETE, gone_keys_as_deletes
 from kafkalog_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -242,7 +242,8 @@ def prepare_fields(
     `sample` = (fraction, seed): a Bernoulli sample of the rows, taken after the source row ids
     (so a sampled row keeps the id it has in the full run) and before any field is computed.
 
-    Change rows (`source.changes: cdf`): a delete's value is null, whatever the value mapping
+    Change rows (`source.changes: cdf`): an update's preimage is dropped, or is a delete when the
+    update changed the record's key (`gone_keys_as_deletes`); a delete's value is null, whatever the value mapping
     (a tombstone: its key and no value, not an object of nulls), and `DELETE_COLUMN` marks the
     deletes for stage 2's check that a tombstone has a key. A key or value in a structured
     format is encoded once per row into its bytes and its misfit; `MISFIT_COLUMN` holds why
@@ -289,6 +290,7 @@ def prepare_fields(
     misfits = {n: F.col(_ENCODED[n])["misfit"] for n in structured}
     extra: list[Column] = []
     if changes:
+        df, key = gone_keys_as_deletes(df, key)
         delete = F.coalesce(F.col(CHANGE_TYPE) == F.lit(DELETE), F.lit(False))
         value = F.when(delete, F.lit(None).cast("binary")).otherwise(value)
         if "value" in misfits:  # a delete writes no value: nothing of it has to fit

@@ -1,5 +1,6 @@
 """Small log dirs for the kill tests of the maintenance jobs (tests/jobs/maintenance/
-test_maintenance_kill9.py, bench/crash.py), and the jobs as they run on them."""
+test_maintenance_kill9.py, test_compact_job.py, bench/crash.py), and the jobs as they run on
+them."""
 
 from __future__ import annotations
 
@@ -7,15 +8,27 @@ import os
 import shutil
 from pathlib import Path
 
+import jobs.compact as compact_job
 import jobs.rebuild_index as index_job
 import jobs.retention as retention_job
 from kafkalog_core.log.checkpoints import LeaderEpochCache, OffsetCheckpointFile
 from kafkalog_core.log.names import LEADER_EPOCH_CHECKPOINT_FILE
+from kafkalog_core.maintenance.cleaner import CleanerSettings
 from tests.killer import snapshot
+from tests.log import cleaner_logs
 from tests.log.test_recovery import write_log
 from tests.log.test_split import raise_base_offset
 from tests.serial_spark import SerialSpark
 
+# what the jobs import on first use: imported once by a forkserver, not in every forked child
+# (tests.killer.killed_run)
+PRELOAD = (
+    "jobs.maintenance.topic_configs",
+    "jobs.ingestion.run.history",
+    "deltalake",
+    "yaml",
+    "pandas",
+)
 INTERVAL = 200  # write_log's index.interval.bytes
 NOW = 10_000 + 10 * 200 + 1_000  # write_log's timestamps are 10_000 + 10 * offset
 
@@ -36,13 +49,39 @@ def retention(root: str, conf: str, spark=None) -> None:
     )
 
 
+# compact's io buffer: a round of the changelog case writes in several buffers
+COMPACT_IO_BUFFER = 1200
+
+
+def compact(root: str, conf: str, spark=None) -> None:
+    """`compact --apply --now cleaner_logs.NOW` with a small io buffer (on `spark`, else
+    `SerialSpark`)."""
+    compact_job.run(
+        spark or SerialSpark(),
+        root,
+        apply=True,
+        now=cleaner_logs.NOW,
+        topic_config=conf,
+        out=quiet,
+        settings=CleanerSettings(io_buffer_size=COMPACT_IO_BUFFER),
+    )
+
+
 def spark_submit(job: str, root: Path) -> list[str]:
-    """The command line of `job` on `root/logs` with `root/topics.yaml`, as `rebuild` or
-    `retention` runs it, for ./spark-submit.sh on one core (one task at a time)."""
+    """The command line of `job` on `root/logs` with `root/topics.yaml`, as `rebuild`,
+    `retention` or `compact` runs it, for ./spark-submit.sh on one core (one task at a time)."""
     logs, conf = str(root / "logs"), str(root / "topics.yaml")
     args = {
         "rebuild": ["rebuild-index", "--mode", "rebuild"],
         "retention": ["retention", "--apply", "--now", str(NOW)],
+        "compact": [
+            "compact",
+            "--apply",
+            "--now",
+            str(cleaner_logs.NOW),
+            "--io-buffer-size",
+            str(COMPACT_IO_BUFFER),
+        ],
     }[job]
     return [
         "./spark-submit.sh",
@@ -108,4 +147,27 @@ def expiring(base: Path) -> Path:
         {("events", 0): 10, ("events", 1): 90}
     )
     (root.parent / "topics.yaml").write_text("topics:\n  events: {retention.ms: 2000}\n")
+    return base
+
+
+CHANGELOG_TOPICS = """
+topics:
+  changelog: {cleanup.policy: compact, segment.bytes: 1200, index.interval.bytes: 256}
+  events: {cleanup.policy: delete}
+"""
+
+
+def changelog(base: Path) -> Path:
+    """Two compacted partitions (tests/log/cleaner_logs: superseded keys, tombstones, an
+    aborted transaction, several segments) and a partition of a delete-policy topic that
+    compact leaves alone."""
+    root = base / "logs"
+    fresh = [
+        (b"fresh-a", b"a", cleaner_logs.NOW - 1000),
+        (b"fresh-b", b"b", cleaner_logs.NOW - 999),
+    ]
+    cleaner_logs.changelog_partition(root / "changelog-0", active=fresh)
+    cleaner_logs.changelog_partition(root / "changelog-1")
+    cleaner_logs.changelog_partition(root / "events-0")
+    (base / "topics.yaml").write_text(CHANGELOG_TOPICS)
     return base

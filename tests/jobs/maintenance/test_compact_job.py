@@ -23,27 +23,17 @@ from kafkalog_core.log.checkpoints import read_cleaner_checkpoint
 from kafkalog_core.log.names import log_file_name, segment_log_files
 from kafkalog_core.maintenance.cleaner import CleanerSettings
 from kafkalog_core.record.decoder import decode_records
-from tests.log.cleaner_logs import NOW, changelog_partition
+from tests.jobs.maintenance import kill_cases
+from tests.log.cleaner_logs import NOW
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[3]
-TOPICS = """
-topics:
-  changelog: {cleanup.policy: compact, segment.bytes: 1200, index.interval.bytes: 256}
-  events: {cleanup.policy: delete}
-"""
-FRESH = [(b"fresh-a", b"a", NOW - 1000), (b"fresh-b", b"b", NOW - 999)]  # no older key
 
 
 @pytest.fixture()
 def log_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "logs"
-    changelog_partition(root / "changelog-0", active=FRESH)
-    changelog_partition(root / "changelog-1")
-    changelog_partition(root / "events-0")
-    (tmp_path / "topics.yaml").write_text(TOPICS)
-    return root
+    return kill_cases.changelog(tmp_path) / "logs"
 
 
 def _run(spark, root: Path, **kw):

@@ -22,15 +22,6 @@ from tests.jobs.maintenance import kill_cases
 from tests.jobs.maintenance.kill_cases import INTERVAL, rebuild, reference_run, retention
 from tests.killer import differences, killed_run, read_steps, snapshot
 
-# what the jobs import on first use: imported once by the forkserver, not in every child
-PRELOAD = (
-    "jobs.maintenance.topic_configs",
-    "jobs.ingestion.run.history",
-    "deltalake",
-    "yaml",
-    "pandas",
-)
-
 
 def run_job(job, work: Path, after: int | None) -> tuple[bool, list[str]]:
     """`job` on `work/logs` (with `work/topics.yaml`) in a process of its own, killed before
@@ -38,7 +29,9 @@ def run_job(job, work: Path, after: int | None) -> tuple[bool, list[str]]:
     log = work.parent / f"{work.name}.steps"
     log.unlink(missing_ok=True)
     logs, conf = str(work / "logs"), str(work / "topics.yaml")
-    finished = killed_run(job, logs, conf, log=log, after=after, under=work, preload=PRELOAD)
+    finished = killed_run(
+        job, logs, conf, log=log, after=after, under=work, preload=kill_cases.PRELOAD
+    )
     return finished, read_steps(log)
 
 
