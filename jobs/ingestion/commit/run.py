@@ -27,7 +27,7 @@ from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.run.history import IngestHistory
 from jobs.ingestion.run.lock import RunLock
 from jobs.ingestion.run.meta import meta_root
-from jobs.ingestion.staging.task_staging import TaskManifest, journal_path
+from jobs.ingestion.staging.task_staging import TaskManifest, journal_path, staging_root
 from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range
 
 
@@ -64,7 +64,7 @@ def open_run(root: Path, run_id: str) -> Iterator[OpenRun]:
             cleanup_stale_staging(root, None if opened.committed else run_id)
             yield opened
         except BaseException:
-            _take_back(root, made)
+            _take_back(root, run_id, made)
             raise
 
 
@@ -77,14 +77,16 @@ def _missing_dirs(path: Path) -> list[Path]:
     return missing
 
 
-def _take_back(root: Path, made: list[Path]) -> None:
-    """Remove the directories this run made, while nothing is published in the root and no
-    publish has begun (under
-    the run lock: the lock file goes with the meta area; a run waiting on it finds the file
-    gone and takes a new one)."""
+def _take_back(root: Path, run_id: str, made: list[Path]) -> None:
+    """Remove the directories this run made, while nothing is published in the root, no
+    publish has begun and the run staged nothing (its staging holds what a rerun reads back,
+    such as the recorded start time of `timestamp: now`). Under the run lock: the lock file goes
+    with the meta area; a run waiting on it finds the file gone and takes a new one."""
     meta = meta_root(root)
-    if not made or journal_path(root).exists() or (root.exists() and any(root.iterdir())):
-        return  # a publish began (its journal settles it on the next run) or something is out
+    if not made or journal_path(root).exists() or staging_root(root, run_id).exists():
+        return  # a publish began (its journal settles it on the next run) or the run staged
+    if root.exists() and any(root.iterdir()):
+        return  # something is out
     if meta in made:
         shutil.rmtree(meta, ignore_errors=True)
     for directory in made:
