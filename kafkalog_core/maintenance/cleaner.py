@@ -288,7 +288,10 @@ def group_segments(
 ) -> list[list[SegmentSummary]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose .log, .index and .timeindex
     sizes each sum to at most segment.bytes / segment.index.bytes, with offsets that fit one
-    segment's int32 relative offsets."""
+    segment's int32 relative offsets: a segment joins when the worst-case last offset it may
+    hold (the next segment's base - 1, or the first uncleanable offset - 1 for the last one)
+    is at most Int.MaxValue past the group's first (oldest) base offset, as the new segment's
+    index entries are relative to that base. An empty segment always joins."""
     pdir = Path(partition_dir)
     index = [_file_size(pdir / index_file_name(s.base_offset)) for s in segments]
     time_index = [_file_size(pdir / time_index_file_name(s.base_offset)) for s in segments]
@@ -309,7 +312,7 @@ def group_segments(
                 log_size + nxt.size <= config.segment_bytes
                 and index_size + index[k] <= config.segment_index_bytes
                 and time_size + time_index[k] <= config.segment_index_bytes
-                and (nxt.size == 0 or last_offset - group[-1].base_offset <= _INT_MAX)
+                and (nxt.size == 0 or last_offset - group[0].base_offset <= _INT_MAX)
             ):
                 break
             group.append(nxt)
@@ -435,10 +438,56 @@ def clean_partition(
             pdir, config, state, producers, now_ms, apply, settings, journal, hook, words, trace
         )
     except (CorruptRecordError, CleaningError) as error:
-        for leftover in pdir.iterdir():  # Kafka deletes the cleaned segment of a failed round
-            if leftover.name.endswith(CLEANED_FILE_SUFFIX):
-                leftover.unlink()
         return RoundResult(UNCLEANABLE, f"uncleanable: {error}", state)
+
+
+def _drop_cleaned(pdir: Path) -> None:
+    for leftover in pdir.iterdir():
+        if leftover.name.endswith(CLEANED_FILE_SUFFIX):
+            leftover.unlink()
+
+
+def _write_groups(
+    pdir: Path,
+    config: LogConfig,
+    groups: list[list[SegmentSummary]],
+    rules: RoundRules,
+    apply: bool,
+    hook: Hook,
+    txns: CleanedTransactions,
+    stats: CleanStats,
+) -> int:
+    """Filter each group into its `.cleaned` segment (a dry run: into a counter); the bytes
+    written. A segment still open when an error ends the round is closed before it goes."""
+    bytes_after = 0
+    for group in groups:
+        base = group[0].base_offset
+        if apply:
+            hook("create", pdir / log_file_name(base, CLEANED_FILE_SUFFIX))
+            sink = LogSegment.open(pdir, base, config, file_suffix=CLEANED_FILE_SUFFIX)
+            txns.index_sink = sink.txn_index.append
+        else:
+            sink = _Counter()
+            txns.index_sink = None
+        try:
+            writer = ChunkWriter(
+                sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
+            )
+            for seg in group:
+                with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
+                    clean_segment(view, rules, writer, stats)
+            bytes_after += writer.written
+            if apply:
+                hook("flush", sink.log_path)
+                sink.on_become_inactive_segment()
+                sink.flush(fsync=True)
+                sink.set_last_modified(group[-1].last_modified_ms)
+                sink.close()
+        except BaseException:
+            if apply:
+                sink.close_handlers()
+            raise
+    return bytes_after
 
 
 def _round(
@@ -477,29 +526,14 @@ def _round(
         trace=trace,
     )
     stats = CleanStats()
-    bytes_after = 0
-    for group in groups:
-        base = group[0].base_offset
+    try:
+        bytes_after = _write_groups(pdir, config, groups, rules, apply, hook, txns, stats)
+    except Exception:
+        # Kafka deletes the cleaned segment of a failed round: nothing of it is published yet
+        # (the journal and the first .swap rename come after), so the dir is as it was
         if apply:
-            hook("create", pdir / log_file_name(base, CLEANED_FILE_SUFFIX))
-            sink = LogSegment.open(pdir, base, config, file_suffix=CLEANED_FILE_SUFFIX)
-            txns.index_sink = sink.txn_index.append
-        else:
-            sink = _Counter()
-            txns.index_sink = None
-        writer = ChunkWriter(
-            sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
-        )
-        for seg in group:
-            with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-                clean_segment(view, rules, writer, stats)
-        bytes_after += writer.written
-        if apply:
-            hook("flush", sink.log_path)
-            sink.on_become_inactive_segment()
-            sink.flush(fsync=True)
-            sink.set_last_modified(group[-1].last_modified_ms)
-            sink.close()
+            _drop_cleaned(pdir)
+        raise
     stats.bytes_written = bytes_after
     result = RoundResult(
         CLEANED if apply else WOULD_CLEAN,

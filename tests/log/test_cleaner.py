@@ -29,7 +29,7 @@ from kafkalog_core.maintenance.cleaner import (
     clean_partition,
     group_segments,
 )
-from kafkalog_core.maintenance.cleaner_audit import scan_partition
+from kafkalog_core.maintenance.cleaner_audit import SegmentSummary, scan_partition
 from kafkalog_core.maintenance.offset_map import OffsetMap, key_digests, max_keys_for
 from kafkalog_core.record.decoder import decode_records
 from tests.log.cleaner_logs import COMPACT, DAY, NOW, changelog_partition
@@ -377,3 +377,31 @@ def test_the_journal_records_the_round_before_the_swap_commits(tmp_path) -> None
     clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, journal=journal, hook=hook)
     assert seen and all(seen)
     assert journal.exists()  # the caller removes it once the checkpoint is written
+
+
+def test_grouping_measures_the_offset_span_from_the_oldest_segment(tmp_path) -> None:
+    # Kafka's groupSegmentsBySize: a segment joins while the last offset it may hold is at most
+    # Int.MaxValue past the group's first base offset (the new segment's relative offsets)
+    def segment(base: int) -> SegmentSummary:
+        return SegmentSummary(base, 100, base + 1, NOW, NOW, 1)
+
+    segments = [segment(0), segment(10**9), segment(2 * 10**9)]
+    config = COMPACT.with_overrides({"segment.bytes": 10**6})
+    groups = group_segments(tmp_path, segments, config, 2_500_000_000)
+    assert [[s.base_offset for s in g] for g in groups] == [[0, 10**9], [2 * 10**9]]
+
+
+def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path) -> None:
+    d = changelog_partition(tmp_path / "t-0")
+    before = files(d)
+    creates = []
+
+    def hook(step: str, path: Path) -> None:
+        if step == "flush":
+            creates.append(path)
+            if len(creates) == 2:  # the second group's segment is written, the first complete
+                raise OSError("injected: no space left on device")
+
+    with pytest.raises(OSError, match="injected"):
+        clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+    assert files(d) == before
