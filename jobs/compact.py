@@ -20,9 +20,11 @@ each round) in one atomic replace. A run killed anywhere leaves a state the next
 broker) settles: a round's swap is either rolled back or completed, and the next `--apply`
 writes the checkpoint of a completed one, so the files end as an uninterrupted run leaves them.
 
-Skipped, each with one line: a partition whose segments hold a corrupt batch or a partial tail
-(a broker marks it uncleanable; run rebuild-index), and the run exits 1; records without a key
-in a round are dropped as Kafka drops them and counted in the report. A topic named in
+Skipped, each with one line: a partition whose round would read a corrupt batch header, a
+record that does not parse or a partial batch at a segment's end (a broker's cleaner fails there
+and marks it uncleanable; run rebuild-index), and the run exits 1; CRCs are not checked and the
+active segment is not read, as a broker's cleaner neither checks nor reads them. Records
+without a key in a round are dropped as Kafka drops them and counted in the report. A topic named in
 `--topics` that is not compacted is refused before anything runs. The run holds the log dir's
 run lock, so it never overlaps an ingest or another maintenance run that writes. A task Spark
 retries settles its partition's journal first; speculative attempts (spark.speculation, off by

@@ -27,15 +27,20 @@ the files end as an uninterrupted round leaves them. The caller writes the check
 file per log dir, so a Spark job's driver writes it once for all partitions) and then removes
 the journal.
 
-A partition whose segments hold a corrupt batch (CRC, size, a record that does not parse) is
-uncleanable, as a broker marks it: nothing is written and the result says why.
+A round fails where a broker's cleaner fails: a corrupt batch header, a record that does not
+parse, or bytes after the last whole batch, in a segment the round reads (the dirty segments it
+maps, the segments it rewrites). The partition is then uncleanable, as a broker marks it:
+nothing is written and the result says why. CRCs are not checked (Kafka's filterTo copies a
+batch it keeps as it is), and the active segment, which the cleaner never reads, may end in a
+partial batch.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +62,7 @@ from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.log.swap import Hook, complete_interrupted_swaps, replace_segments
 from kafkalog_core.maintenance.cleaner_audit import (
+    BOUND_OPEN_TRANSACTION,
     CleaningState,
     SegmentSummary,
     floor_segment,
@@ -76,6 +82,7 @@ from kafkalog_core.maintenance.cleaner_rewrite import (
     control_types,
     header_columns,
     slabs,
+    whole_batches,
 )
 from kafkalog_core.maintenance.cleaner_txn import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -95,7 +102,6 @@ from kafkalog_core.record.batch import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
-    iter_batch_headers,
 )
 from kafkalog_core.record.decoder import record_spans
 
@@ -172,6 +178,16 @@ class RoundResult:
     stats: CleanStats = field(default_factory=CleanStats)
 
 
+@contextmanager
+def _reading(path: Path) -> Iterator[memoryview]:
+    """A segment the round reads, mapped; what it fails on names the file."""
+    with mapped_file(path) as view:
+        try:
+            yield view
+        except (CorruptRecordError, CleaningError) as error:
+            raise CleaningError(f"{path}: {error}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # the offset map (§8.2)
 # ---------------------------------------------------------------------------------------------
@@ -207,8 +223,8 @@ def build_offset_map(
                 .lookup(start)
                 .position
             )
-        with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-            for slab, _ in slabs(iter_batch_headers(view, start=position), slab_bytes):
+        with _reading(pdir / log_file_name(seg.base_offset)) as view:
+            for slab, _ in slabs(whole_batches(view, start=position), slab_bytes):
                 latest, full = _map_slab(view, slab, start, offset_map, txns, latest)
                 if full:
                     return latest, True
@@ -406,20 +422,8 @@ def clean_partition(
         )
 
     producers = ProducerStateManager()
-    try:
-        scan = scan_partition(pdir, verify=True, producers=producers)
-    except CorruptRecordError as error:
-        return RoundResult(UNCLEANABLE, f"uncleanable: {error}")
-    tail = next(
-        (s for s in scan.segments if s.valid_bytes is not None and s.valid_bytes < s.size), None
-    )
-    if tail is not None:
-        return RoundResult(
-            UNCLEANABLE,
-            f"uncleanable: {pdir / log_file_name(tail.base_offset)}: "
-            f"{tail.size - tail.valid_bytes} bytes after the last whole batch (position "
-            f"{tail.valid_bytes}); recovery would cut them (rebuild-index --mode rebuild)",
-        )
+    # no CRC check and no refusal yet: only a segment the round reads can make it fail
+    scan = scan_partition(pdir, strict=False, producers=producers)
     state = partition_cleaning_state(
         pdir,
         config,
@@ -429,6 +433,26 @@ def clean_partition(
         high_watermark=high_watermark,
         scan=scan,
     )
+    damaged = next(
+        (x for x in state.segments[:-1] if x.corrupt_at is not None or x.valid_bytes < x.size),
+        None,
+    )
+    if damaged is not None and state.uncleanable_bound == BOUND_OPEN_TRANSACTION:
+        # the walk stopped at the damage, so the end of a transaction after it was not seen;
+        # a broker (which loaded the whole log) reads this segment and fails on it
+        if damaged.corrupt_at is not None:
+            what = f"a corrupt batch header at position {damaged.corrupt_at}"
+        else:
+            what = (
+                f"{damaged.size - damaged.valid_bytes} bytes after the last whole batch "
+                f"(position {damaged.valid_bytes})"
+            )
+        return RoundResult(
+            UNCLEANABLE,
+            f"uncleanable: {pdir / log_file_name(damaged.base_offset)}: {what}, where a "
+            "broker's cleaner fails too; recovery would cut them (rebuild-index --mode rebuild)",
+            state,
+        )
     words = verdict(state, None, config)
     if not state.eligible:
         reset = state.log_start_offset if apply and state.checkpoint_reset else None
@@ -474,7 +498,7 @@ def _write_groups(
                 sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
             )
             for seg in group:
-                with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
+                with _reading(pdir / log_file_name(seg.base_offset)) as view:
                     clean_segment(view, rules, writer, stats)
             bytes_after += writer.written
             if apply:

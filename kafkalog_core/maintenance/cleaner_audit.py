@@ -88,6 +88,7 @@ def scan_partition(
     partition_dir: str | os.PathLike[str],
     *,
     verify: bool = False,
+    strict: bool = True,
     producers: ProducerStateManager | None = None,
 ) -> PartitionScan:
     """Walk every batch header of a partition once (control batches: their one record too).
@@ -95,6 +96,8 @@ def scan_partition(
     Transactions are replayed with recovery's `TxnTracker`, so aborted transactions come out as
     the `.txnindex` entries a broker would rebuild, whether or not the index files exist.
     `verify` CRC-checks each batch (a corrupt batch raises CorruptRecordError naming the file).
+    Without `strict` a corrupt header ends its segment's walk instead (`corrupt_at` says where):
+    the cleaner refuses it only in the segments its round reads.
     `producers` is replayed too (the producer state a broker holds for the log: the cleaner
     keeps each active producer's last batch).
     """
@@ -113,7 +116,7 @@ def scan_partition(
                 producers.update(header, kind if header.is_control and marker else None)
 
     segments = [
-        read_segment_facts(path, verify=verify, strict=True, on_batch=replay)
+        read_segment_facts(path, verify=verify, strict=strict, on_batch=replay)
         for path in segment_log_files(partition_dir)
     ]
     first_unstable = min(tracker.open_txns.values()) if tracker.open_txns else None

@@ -74,6 +74,7 @@ __all__ = [
     "control_types",
     "header_columns",
     "slabs",
+    "whole_batches",
 ]
 
 DEFAULT_IO_BUFFER_SIZE = 524_288  # log.cleaner.io.buffer.size
@@ -653,6 +654,24 @@ def slabs(
         yield slab, True
 
 
+def whole_batches(view: memoryview, start: int = 0) -> Iterator[BatchHeader]:
+    """The batch headers of a segment the cleaner reads, from `start` to its end.
+
+    What a broker's cleaner fails on fails here too: a corrupt header (CorruptRecordError) and
+    bytes after the last whole batch, which its read loop can neither parse nor skip (it grows
+    its buffers, then gives up). CRCs are not checked: filterTo never checks them.
+    """
+    end = start
+    for header in iter_batch_headers(view, start=start):
+        end = header.position + header.size
+        yield header
+    if end < len(view):
+        raise CleaningError(
+            f"{len(view) - end} bytes after the last whole batch (position {end}), where a "
+            "broker's cleaner fails too; recovery would cut them (rebuild-index --mode rebuild)"
+        )
+
+
 def clean_segment(
     view: memoryview,
     rules: RoundRules,
@@ -661,7 +680,7 @@ def clean_segment(
 ) -> None:
     """Filter every batch of one source segment (its mapped bytes) into `writer`."""
     writer.start_segment()
-    for batches, last in slabs(iter_batch_headers(view), rules.slab_bytes):
+    for batches, last in slabs(whole_batches(view), rules.slab_bytes):
         slab = _judge(view, batches, rules)
         _count(slab, stats)
         writer.feed(_write(view, slab), last=last)

@@ -286,21 +286,46 @@ def test_grouping_follows_segment_bytes_and_index_bytes(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "at, why",
-    [(160, "does not match computed CRC"), (100, "bytes after the last whole batch")],
-    ids=["crc", "length"],
+    "segment, at, why",
+    [
+        (10, 100, "bytes after the last whole batch"),  # the second batch's length field
+        (10, 107, "corrupt batch header"),  # its magic byte: a header no reader can parse
+        (18, None, "bytes after the last whole batch"),  # a partial batch at a rewritten tail
+    ],
+    ids=["length", "magic", "tail"],
 )
-def test_corrupt_segments_are_uncleanable_and_left_as_they_are(tmp_path, at, why) -> None:
+def test_what_a_brokers_cleaner_fails_on_is_uncleanable_and_left_as_it_is(
+    tmp_path, segment, at, why
+) -> None:
     d = changelog_partition(tmp_path / "t-0")
-    path = d / log_file_name(10)
+    path = d / log_file_name(segment)
     data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF  # the second batch (91..165): a record byte, or its length field
+    if at is None:
+        data += data[:40]
+    else:
+        data[at] ^= 0xFF
     path.write_bytes(bytes(data))
     before = files(d)
     result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS)
-    assert result.status == UNCLEANABLE and why in result.reason
+    assert result.status == UNCLEANABLE and why in result.reason, result.reason
     assert str(path) in result.reason
     assert files(d) == before
+
+
+def test_the_active_segment_is_never_read_so_its_tail_and_crcs_do_not_matter(tmp_path) -> None:
+    clean = changelog_partition(tmp_path / "clean" / "t-0")
+    d = changelog_partition(tmp_path / "t-0")
+    active = d / log_file_name(75)
+    data = bytearray(active.read_bytes())
+    data[-3] ^= 0xFF  # a record byte of its last batch: a CRC mismatch
+    active.write_bytes(bytes(data) + data[:30])  # and a partial batch after it
+    want = clean_partition(clean, COMPACT, NOW, apply=True, settings=SETTINGS)
+    result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS)
+    assert result.status == CLEANED, result.reason
+    assert (result.end_offset, result.groups) == (want.end_offset, want.groups)
+    cleaned = {n: v for n, v in files(d).items() if not n.startswith(log_file_name(75)[:-4])}
+    assert cleaned == {n: v for n, v in files(clean).items() if n in cleaned}
+    assert active.read_bytes() == bytes(data) + data[:30]
 
 
 def test_a_topic_that_is_not_compacted_is_not_cleaned(tmp_path) -> None:

@@ -234,3 +234,20 @@ def test_compressed_batches_match_kafka_after_decompression(
     assert [record_fields(r) for r in read_ours.records if r.segment != active] == [
         record_fields(r) for r in read_theirs.records
     ]
+
+
+def test_a_batch_whose_crc_does_not_match_is_cleaned_as_kafka_cleans_it(
+    tmp_path, monkeypatch, kafka_client
+):
+    # filterTo never checks a CRC: a kept batch is copied as it is, bad CRC and all
+    source = changelog_partition(tmp_path / "source" / "t-0")
+    path = source / log_file_name(10)
+    data = bytearray(path.read_bytes())
+    data[data.index(b"v6-c") + 3] ^= 0x01  # a byte of the latest k6's value
+    path.write_bytes(bytes(data))
+    ours = _copy(source, tmp_path / "ours" / "t-0")
+    result, decisions, appends = _round(ours, monkeypatch)
+    kafka = _kafka_round(tmp_path, source, result, decisions)
+    _same_as_kafka(tmp_path, ours, result, appends, kafka)
+    # the flipped value ("v6-c" became "v6-b") stays, in the batch copied with its old CRC
+    assert any(b"v6-b" in c[3] for chunks in kafka.values() for c in chunks)
