@@ -42,6 +42,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,7 @@ from kafkalog_core.maintenance.cleaner_audit import (
     scan_partition,
     verdict,
 )
+from kafkalog_core.maintenance.cleaner_legacy import clean_legacy, map_legacy
 from kafkalog_core.maintenance.cleaner_rewrite import (
     DEFAULT_IO_BUFFER_SIZE,
     DEFAULT_MAX_IO_BUFFER_SIZE,
@@ -81,6 +83,7 @@ from kafkalog_core.maintenance.cleaner_rewrite import (
     clean_segment,
     control_types,
     header_columns,
+    magic_runs,
     slabs,
     whole_batches,
 )
@@ -225,9 +228,13 @@ def build_offset_map(
             )
         with _reading(pdir / log_file_name(seg.base_offset)) as view:
             for slab, _ in slabs(whole_batches(view, start=position), slab_bytes):
-                latest, full = _map_slab(view, slab, start, offset_map, txns, latest)
-                if full:
-                    return latest, True
+                for v2, run in magic_runs(slab):
+                    if v2:
+                        latest, full = _map_slab(view, run, start, offset_map, txns, latest)
+                    else:
+                        latest, full = map_legacy(view, run, start, offset_map, latest)
+                    if full:
+                        return latest, True
         latest = (dirty[k + 1].base_offset if k + 1 < len(dirty) else end) - 1
     return latest, False
 
@@ -480,6 +487,7 @@ def _write_groups(
     hook: Hook,
     txns: CleanedTransactions,
     stats: CleanStats,
+    legacy_horizon_ms: int,
 ) -> int:
     """Filter each group into its `.cleaned` segment (a dry run: into a counter); the bytes
     written. A segment still open when an error ends the round is closed before it goes."""
@@ -498,8 +506,15 @@ def _write_groups(
                 sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
             )
             for seg in group:
+                # LogCleaner's retainLegacyDeletesAndTxnMarkers, per source segment
+                legacy = partial(
+                    clean_legacy,
+                    rules=rules,
+                    retain_deletes=seg.last_modified_ms > legacy_horizon_ms,
+                    stats=stats,
+                )
                 with _reading(pdir / log_file_name(seg.base_offset)) as view:
-                    clean_segment(view, rules, writer, stats)
+                    clean_segment(view, rules, writer, stats, legacy)
             bytes_after += writer.written
             if apply:
                 hook("flush", sink.log_path)
@@ -551,7 +566,9 @@ def _round(
     )
     stats = CleanStats()
     try:
-        bytes_after = _write_groups(pdir, config, groups, rules, apply, hook, txns, stats)
+        bytes_after = _write_groups(
+            pdir, config, groups, rules, apply, hook, txns, stats, state.delete_horizon_legacy_ms
+        )
     except Exception:
         # Kafka deletes the cleaned segment of a failed round: nothing of it is published yet
         # (the journal and the first .swap rename come after), so the dir is as it was
