@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.errors import ConfigError, CorruptRecordError
+from kafkalog_core.errors import ConfigError, CorruptRecordError, KafkaLogError
 from kafkalog_core.log.checkpoints import atomic_write
 from kafkalog_core.log.index.offset_index import OffsetIndex
 from kafkalog_core.log.mapped import mapped_file
@@ -468,7 +468,8 @@ def clean_partition(
         return _round(
             pdir, config, state, producers, now_ms, apply, settings, journal, hook, words, trace
         )
-    except (CorruptRecordError, CleaningError) as error:
+    except KafkaLogError as error:
+        # what a broker's cleaner fails on marks the partition uncleanable (LogCleaningException)
         return RoundResult(UNCLEANABLE, f"uncleanable: {error}", state)
 
 

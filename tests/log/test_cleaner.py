@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from kafkalog_core import native
+from kafkalog_core.errors import LogSegmentOffsetOverflowError
 from kafkalog_core.log.names import log_file_name, segment_log_files
 from kafkalog_core.maintenance.cleaner import (
     CLEANED,
@@ -416,7 +417,12 @@ def test_grouping_measures_the_offset_span_from_the_oldest_segment(tmp_path) -> 
     assert [[s.base_offset for s in g] for g in groups] == [[0, 10**9], [2 * 10**9]]
 
 
-def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [OSError("injected: no space left on device"), LogSegmentOffsetOverflowError("injected")],
+    ids=["io", "kafkalog"],
+)
+def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path, error) -> None:
     d = changelog_partition(tmp_path / "t-0")
     before = files(d)
     creates = []
@@ -425,8 +431,12 @@ def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path) -> None
         if step == "flush":
             creates.append(path)
             if len(creates) == 2:  # the second group's segment is written, the first complete
-                raise OSError("injected: no space left on device")
+                raise error
 
-    with pytest.raises(OSError, match="injected"):
-        clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+    if isinstance(error, OSError):  # not the data's fault: it propagates
+        with pytest.raises(OSError, match="injected"):
+            clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+    else:  # what a broker's cleaner fails on: the partition is uncleanable, one line says why
+        result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+        assert result.status == UNCLEANABLE and "injected" in result.reason
     assert files(d) == before
