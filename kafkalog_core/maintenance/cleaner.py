@@ -440,10 +440,7 @@ def clean_partition(
         high_watermark=high_watermark,
         scan=scan,
     )
-    damaged = next(
-        (x for x in state.segments[:-1] if x.corrupt_at is not None or x.valid_bytes < x.size),
-        None,
-    )
+    damaged = next((x for x in state.segments[:-1] if _damaged(x)), None)
     if damaged is not None and state.uncleanable_bound == BOUND_OPEN_TRANSACTION:
         # the walk stopped at the damage, so the end of a transaction after it was not seen;
         # a broker (which loaded the whole log) reads this segment and fails on it
@@ -471,6 +468,12 @@ def clean_partition(
     except KafkaLogError as error:
         # what a broker's cleaner fails on marks the partition uncleanable (LogCleaningException)
         return RoundResult(UNCLEANABLE, f"uncleanable: {error}", state)
+
+
+def _damaged(segment: SegmentSummary) -> bool:
+    """A corrupt header or bytes after the last whole batch: what a broker's cleaner fails on."""
+    tail = segment.valid_bytes is not None and segment.valid_bytes < segment.size
+    return segment.corrupt_at is not None or tail
 
 
 def _drop_cleaned(pdir: Path) -> None:
