@@ -232,10 +232,11 @@ def _txn_ids(txns) -> set[tuple[int, int, int]]:
 
 def state_task(options: AuditOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
     def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
-        state = _state(options, unit)
-        return [
-            {"topic": unit["topic"], "partition": unit["partition"], "state": pickle.dumps(state)}
-        ]
+        state, figures = _state(options, unit)
+        # the figures as a dict: under spark-submit this module is __main__, which a pickled
+        # class of its own cannot be found by
+        blob = pickle.dumps((state, asdict(figures)))
+        return [{"topic": unit["topic"], "partition": unit["partition"], "state": blob}]
 
     return task
 
@@ -282,7 +283,8 @@ def run(
             spark, units, state_task(options), STATE_SCHEMA, tasks=tasks
         ).to_pylist():
             tp = (r["topic"], r["partition"])
-            states[tp], rounds[tp] = pickle.loads(r["state"])
+            states[tp], figures = pickle.loads(r["state"])
+            rounds[tp] = RoundFigures(**figures)
         slots = tasks or max(1, spark.sparkContext.defaultParallelism * 2)
         units = plan_slices(
             units,
