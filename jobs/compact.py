@@ -20,9 +20,11 @@ each round) in one atomic replace. A run killed anywhere leaves a state the next
 broker) settles: a round's swap is either rolled back or completed, and the next `--apply`
 writes the checkpoint of a completed one, so the files end as an uninterrupted run leaves them.
 
-Skipped, each with one line: a partition whose segments hold a corrupt batch or a partial tail
-(a broker marks it uncleanable; run rebuild-index), and the run exits 1; records without a key
-in a round are dropped as Kafka drops them and counted in the report. A topic named in
+Skipped, each with one line: a partition whose round would read a corrupt batch header, a
+record that does not parse or a partial batch at a segment's end (a broker's cleaner fails there
+and marks it uncleanable; run rebuild-index), and the run exits 1; CRCs are not checked and the
+active segment is not read, as a broker's cleaner neither checks nor reads them. Records
+without a key in a round are dropped as Kafka drops them and counted in the report. A topic named in
 `--topics` that is not compacted is refused before anything runs. The run holds the log dir's
 run lock, so it never overlaps an ingest or another maintenance run that writes. A task Spark
 retries settles its partition's journal first; speculative attempts (spark.speculation, off by
@@ -45,6 +47,9 @@ from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
     PartitionRef,
+    add_cleaner_settings,
+    cleaner_settings,
+    human_bytes,
     maintenance_arg_parser,
     maintenance_lock,
     prepare_run,
@@ -287,14 +292,6 @@ def _units(root: Path, refs: list[PartitionRef], configs: dict) -> list[dict[str
     return units
 
 
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def summarize(
     rows: pa.Table, root: Path, apply: bool, run_id: str, skipped: Sequence[str] = ()
 ) -> tuple[str, list[str], int]:
@@ -309,11 +306,15 @@ def summarize(
         after = sum(r["bytes_after"] for r in rounds)
         verb = "cleaned" if apply else "would clean"
         lines.append(
-            f"  {verb} {len(rounds)} partitions: {_bytes(before)} -> {_bytes(after)}, "
+            f"  {verb} {len(rounds)} partitions: {human_bytes(before)} -> {human_bytes(after)}, "
             f"{sum(r['records_read'] - r['records_kept'] for r in rounds)} records removed "
             f"({sum(r['superseded_removed'] for r in rounds)} superseded, "
             f"{sum(r['tombstones_removed'] for r in rounds)} tombstones, "
             f"{sum(r['aborted_removed'] for r in rounds)} aborted)"
+        )
+        lines.append(
+            "  the active segments are not read by a round, as on a broker: compaction-audit "
+            "counts the superseded records left in them"
         )
     others: dict[str, int] = {}
     for r in records:
@@ -345,38 +346,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--apply", action="store_true", help="rewrite the partitions (default: report only)"
     )
-    defaults = CleanerSettings()
-    broker = parser.add_argument_group("the broker's cleaner settings (Kafka's defaults)")
-    for flag, name, help_text in (
-        ("--dedupe-buffer-size", "dedupe_buffer_size", "log.cleaner.dedupe.buffer.size"),
-        ("--cleaner-threads", "threads", "log.cleaner.threads (divides the buffers)"),
-        ("--io-buffer-size", "io_buffer_size", "log.cleaner.io.buffer.size"),
-        ("--message-max-bytes", "max_io_buffer_size", "message.max.bytes"),
-        ("--producer-id-expiration-ms", "producer_id_expiration_ms", "producer.id.expiration.ms"),
-    ):
-        default = getattr(defaults, name)
-        broker.add_argument(
-            flag, dest=name, type=int, default=default, help=f"{help_text} [{default}]"
-        )
+    add_cleaner_settings(parser)
     return parser
-
-
-def _settings(args: argparse.Namespace) -> CleanerSettings:
-    names = (
-        "dedupe_buffer_size",
-        "threads",
-        "io_buffer_size",
-        "max_io_buffer_size",
-        "producer_id_expiration_ms",
-    )
-    return CleanerSettings(**{name: getattr(args, name) for name in names})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`spark-submit` entry: exit 0 on success, 1 with one clear line on failure (or when a
     partition was uncleanable)."""
     return run_cli(
-        JOB, argv, _parser(), run, lambda args: {"apply": args.apply, "settings": _settings(args)}
+        JOB,
+        argv,
+        _parser(),
+        run,
+        lambda args: {"apply": args.apply, "settings": cleaner_settings(args)},
     )
 
 

@@ -7,14 +7,22 @@ From a notebook: `jobs.compaction_audit.run(spark, "/data/kafka-logs")`.
 
 Read-only. Per partition: records, distinct keys, records a later record with the same key
 supersedes, tombstones (and how many are past delete.retention.ms), null keys, transaction
-markers and aborted data, what a cleaning round would remove and free now, the dirty ratio from
-`cleaner-offset-checkpoint` against min.cleanable.dirty.ratio, the oldest dirty record against
-max.compaction.lag.ms, and a verdict in plain words.
+markers and aborted data, the dirty ratio from `cleaner-offset-checkpoint` against
+min.cleanable.dirty.ratio, the oldest dirty record against max.compaction.lag.ms, and a verdict
+in plain words.
 
-How the work is spread: a header-only pass per partition gives the cleaning state (cheap);
-then one Spark job (jobs/maintenance/audit_stages.py) decodes the records in the tasks that
-read them, shuffles narrow keyed rows by (partition, key), so no machine holds every key, and
-sums per batch what a round would remove, with the core's own rules.
+"Now" is the cleaning round the cleaner would run now, and nothing else: its end, the records
+it removes and the bytes it frees are compact's dry run of the same log with the same broker
+settings (`--dedupe-buffer-size` ..., as compact takes them), to the byte. A round ends where
+the offset map fills; it never reads the active segment. What it leaves has its own columns
+and lines: superseded records in the active segment, and those superseded only by records the
+round does not map.
+
+How the work is spread: a pass per partition gives the cleaning state and runs the round dry
+(one task per partition, its memory bounded by the offset map as a broker's cleaner is); then
+one Spark job (jobs/maintenance/audit_stages.py) decodes the records in the tasks that read
+them and shuffles narrow keyed rows by (partition, key), so no machine holds every key, for the
+key statistics.
 """
 
 from __future__ import annotations
@@ -24,19 +32,19 @@ import json
 import pickle
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jobs.compact import journal_path
 from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.audit_stages import (
     AGE_LABELS,
     KEY_BUCKETS,
     decode_task,
     empty_partial,
-    freed_task,
     key_task,
     merge_partials,
     pack_state,
@@ -45,7 +53,10 @@ from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
     PartitionRef,
+    add_cleaner_settings,
+    cleaner_settings,
     deal_units,
+    human_bytes,
     maintenance_arg_parser,
     maintenance_lock,
     plan_slices,
@@ -64,8 +75,20 @@ from kafkalog_core.log.checkpoints import (
     read_high_watermarks,
     read_log_start_checkpoint,
 )
-from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state, verdict
+from kafkalog_core.maintenance.cleaner import (
+    PENDING,
+    UNCLEANABLE,
+    WOULD_CLEAN,
+    CleanerSettings,
+    clean_partition,
+)
+from kafkalog_core.maintenance.cleaner_audit import (
+    CleaningState,
+    partition_cleaning_state,
+    verdict,
+)
 from kafkalog_core.maintenance.cleaner_facts import RecordCounts
+from kafkalog_core.maintenance.cleaner_txn import read_aborted_txns
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,8 +126,14 @@ REPORT_SCHEMA = pa.schema(
         ("oldest_tombstone_timestamp", pa.int64()),
         ("transaction_markers", pa.int64()),
         ("aborted_records", pa.int64()),
-        ("removable_records_now", pa.int64()),
-        ("bytes_freed_now", pa.int64()),
+        ("removable_records_now", pa.int64()),  # what the cleaning round removes (compact's)
+        ("bytes_freed_now", pa.int64()),  # round_bytes_before - round_bytes_after
+        ("round_end_offset", pa.int64()),  # null: the cleaner would not clean it now
+        ("round_bytes_before", pa.int64()),  # of the segments the round rewrites
+        ("round_bytes_after", pa.int64()),
+        ("offset_map_full", pa.bool_()),  # the round ends early; the rest waits for the next
+        ("superseded_in_active_segment", pa.int64()),  # the cleaner never reads it
+        ("superseded_left_by_round", pa.int64()),  # superseded by what the round does not map
         ("log_bytes", pa.int64()),
         ("segments", pa.int64()),
         ("log_start_offset", pa.int64()),
@@ -134,27 +163,82 @@ class AuditOptions:
     log_dir: str
     now_ms: int
     checkpoints: dict[str, Any]  # "topic partition" -> cleaner / log start / high watermark
+    settings: dict[str, Any]  # CleanerSettings as a dict: the round's offset map and buffers
 
 
-def _state(options: AuditOptions, unit: dict[str, Any]):
-    """The partition's CleaningState (one header walk), from the unit's settings."""
+@dataclass(frozen=True)
+class RoundFigures:
+    """What the cleaning round the cleaner would run now does: compact's dry run, as is."""
+
+    status: str
+    reason: str
+    end_offset: int | None = None
+    keys_mapped: int = 0
+    map_full: bool = False
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0
+    unindexed_aborted_txns: int = 0  # aborted per the markers, missing from the .txnindex
+
+
+def _state(options: AuditOptions, unit: dict[str, Any]) -> tuple[CleaningState, RoundFigures]:
+    """The partition's CleaningState and its cleaning round, run dry by the cleaner itself
+    (compact's code, settings and journal), so the audit's "now" is compact's round."""
     marks = options.checkpoints.get(f"{unit['topic']} {unit['partition']}", {})
-    return partition_cleaning_state(
-        Path(options.log_dir) / unit["dir"],
-        LogConfig.from_dict(unit["config"]),
-        marks.get("cleaner"),
+    pdir = Path(options.log_dir) / unit["dir"]
+    config = LogConfig.from_dict(unit["config"])
+    checkpoints = {
+        "log_start_checkpoint": marks.get("log_start"),
+        "high_watermark": marks.get("high_watermark"),
+    }
+    result = clean_partition(
+        pdir,
+        config,
         options.now_ms,
-        log_start_checkpoint=marks.get("log_start"),
-        high_watermark=marks.get("high_watermark"),
+        cleaner_checkpoint=marks.get("cleaner"),
+        settings=CleanerSettings(**options.settings),
+        journal=journal_path(options.log_dir, unit["dir"]),
+        **checkpoints,
     )
+    state = result.state
+    if state is None:  # an interrupted round's files: the cleaner waits for them to settle
+        state = partition_cleaning_state(
+            pdir, config, marks.get("cleaner"), options.now_ms, **checkpoints
+        )
+    ran = result.status == WOULD_CLEAN
+    figures = RoundFigures(
+        result.status,
+        result.reason,
+        result.end_offset if ran else None,
+        result.keys_mapped,
+        result.map_full,
+        result.bytes_before,
+        result.bytes_after,
+        result.stats.records_removed,
+    )
+    # the records the round rewrites; none when the cleaner would not clean the log now
+    end = result.end_offset if ran else state.log_start_offset
+    # the cleaner knows aborted transactions from the .txnindex files, as a broker's does
+    indexed = tuple(
+        read_aborted_txns(pdir, [g.base_offset for g in state.segments], state.log_start_offset)
+    )
+    unindexed = len(_txn_ids(state.aborted_txns) - _txn_ids(indexed))
+    if unindexed:
+        figures = replace(figures, unindexed_aborted_txns=unindexed)
+    return replace(state, round_end_offset=end, aborted_txns=indexed), figures
+
+
+def _txn_ids(txns) -> set[tuple[int, int, int]]:
+    return {(t.producer_id, t.first_offset, t.last_offset) for t in txns}
 
 
 def state_task(options: AuditOptions) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
     def task(unit: dict[str, Any]) -> list[dict[str, Any]]:
-        state = _state(options, unit)
-        return [
-            {"topic": unit["topic"], "partition": unit["partition"], "state": pickle.dumps(state)}
-        ]
+        state, figures = _state(options, unit)
+        # the figures as a dict: under spark-submit this module is __main__, which a pickled
+        # class of its own cannot be found by
+        blob = pickle.dumps((state, asdict(figures)))
+        return [{"topic": unit["topic"], "partition": unit["partition"], "state": blob}]
 
     return task
 
@@ -173,10 +257,13 @@ def run(
     tasks: int | None = None,
     out: Callable[[str], None] = print,
     compact_report: str | None = None,
+    settings: CleanerSettings = CleanerSettings(),
 ) -> MaintenanceResult:
     """Audit every compacted partition (every partition with `all_topics`); read-only.
     `compact_report`: the compact job's report table; the HTML page then shows its newest
-    run's before and after."""
+    run's before and after. `settings`: the broker's cleaner settings, as compact takes them
+    (the round's offset map size decides where a round ends)."""
+    settings.check()
     require_shared_root(spark, log_dir)  # a Connect client: the server's tasks see it too
     setup = prepare_run(
         JOB, log_dir, run_id=run_id, now=now, topics=topics, topic_config=topic_config
@@ -191,14 +278,16 @@ def run(
     if not all_topics:
         refs = [r for r in refs if configs[r.topic].config.compact]
     with maintenance_lock(root, run_id, read_only=True, out=out):
-        options = AuditOptions(str(root), now_ms, _checkpoints(root, refs))
+        options = AuditOptions(str(root), now_ms, _checkpoints(root, refs), asdict(settings))
         units = [_unit(r, configs[r.topic]) for r in refs]
-        states = {
-            (r["topic"], r["partition"]): pickle.loads(r["state"])
-            for r in run_units(
-                spark, units, state_task(options), STATE_SCHEMA, tasks=tasks
-            ).to_pylist()
-        }
+        rounds: dict[tuple[str, int], RoundFigures] = {}
+        states: dict[tuple[str, int], CleaningState] = {}
+        for r in run_units(
+            spark, units, state_task(options), STATE_SCHEMA, tasks=tasks
+        ).to_pylist():
+            tp = (r["topic"], r["partition"])
+            states[tp], figures = pickle.loads(r["state"])
+            rounds[tp] = RoundFigures(**figures)
         slots = tasks or max(1, default_parallelism(spark) * 2)
         units = plan_slices(
             units,
@@ -213,6 +302,7 @@ def run(
             ref,
             configs[ref.topic],
             states[(ref.topic, ref.partition)],
+            rounds[(ref.topic, ref.partition)],
             merged.get(i) or empty_partial(),
         )
         for i, ref in enumerate(refs)
@@ -267,21 +357,17 @@ def _audit_records(
             yield from to_pairs(decode(groups[i] for i in batch.column(0).to_pylist()))
 
     def key_stage(batches):
-        yield from to_pairs(key_task(from_pairs(batches)))
-
-    def freed_stage(batches):
-        pairs = ((tp, ("", text.encode())) for tp, text in freed_task(from_pairs(batches)))
+        pairs = ((tp, ("", text.encode())) for tp, text in key_task(from_pairs(batches)))
         yield from to_pairs(pairs)
 
     try:
         with task_failure_log(spark):
             keyed = spark.range(0, len(groups), 1, len(groups)).mapInArrow(decode_stage, PAIRS)
-            sums = shuffled(keyed, shuffle).mapInArrow(key_stage, PAIRS)
-            freed = shuffled(sums, shuffle).mapInArrow(freed_stage, PAIRS).toArrow()
+            found = shuffled(keyed, shuffle).mapInArrow(key_stage, PAIRS).toArrow()
         partials = list(
             zip(
-                freed.column("key").to_pylist(),
-                [p.decode() for p in freed.column("payload").to_pylist()],
+                found.column("key").to_pylist(),
+                [p.decode() for p in found.column("payload").to_pylist()],
                 strict=True,
             )
         )
@@ -315,14 +401,36 @@ def _unit(ref: PartitionRef, resolved) -> dict[str, Any]:
     )
 
 
-def _report_row(ref, resolved, state, part: dict[str, Any]) -> dict[str, Any]:
+def _verdict(state: CleaningState, figures: RoundFigures, counts: RecordCounts, config) -> str:
+    """The cleaner manager's verdict, with what the round itself found."""
+    if figures.status == UNCLEANABLE:
+        return figures.reason
+    words = verdict(state, counts, config)
+    if figures.status == PENDING:
+        words += f"; {figures.reason}"
+    if figures.unindexed_aborted_txns:
+        words += (
+            f"; {figures.unindexed_aborted_txns} aborted transactions are missing from the "
+            ".txnindex files: the cleaner keeps their records, as a broker's does "
+            "(rebuild-index --mode rebuild writes them)"
+        )
+    if figures.map_full:
+        words += (
+            f"; the offset map fills at {figures.keys_mapped} keys: this round ends at offset "
+            f"{figures.end_offset}, the rest waits for the next round"
+        )
+    return words
+
+
+def _report_row(
+    ref, resolved, state: CleaningState, figures: RoundFigures, part: dict[str, Any]
+) -> dict[str, Any]:
     counts: RecordCounts = part["counts"]
-    freed = part["freed"]
     return {
         "topic": ref.topic,
         "partition": ref.partition,
         "compacted": state.compacted,
-        "verdict": verdict(state, counts, resolved.config),
+        "verdict": _verdict(state, figures, counts, resolved.config),
         "records": counts.records,
         "record_bytes": counts.record_bytes,
         "distinct_keys": part["distinct_keys"],
@@ -337,8 +445,14 @@ def _report_row(ref, resolved, state, part: dict[str, Any]) -> dict[str, Any]:
         "oldest_tombstone_timestamp": counts.oldest_tombstone_timestamp,
         "transaction_markers": counts.transaction_markers,
         "aborted_records": counts.aborted_records,
-        "removable_records_now": freed.removed_records,
-        "bytes_freed_now": freed.total,
+        "removable_records_now": figures.records_removed,
+        "bytes_freed_now": figures.bytes_before - figures.bytes_after,
+        "round_end_offset": figures.end_offset,
+        "round_bytes_before": figures.bytes_before,
+        "round_bytes_after": figures.bytes_after,
+        "offset_map_full": figures.map_full,
+        "superseded_in_active_segment": part["superseded_in_active_segment"],
+        "superseded_left_by_round": part["superseded_left_by_round"],
         "log_bytes": sum(s.size for s in state.segments),
         "segments": len(state.segments),
         "log_start_offset": state.log_start_offset,
@@ -384,8 +498,28 @@ def summarize(table: pa.Table, root: Path, run_id: str) -> str:
         by_verdict[r["verdict"].split(" (")[0].split(";")[0]] += 1
     for words, n in sorted(by_verdict.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {n} partitions: {words}")
+    rounds = [r for r in rows if r["round_end_offset"] is not None and r["round_bytes_before"]]
+    if rounds:
+        lines.append(
+            f"  freed now by a cleaning round (compact's figures): {len(rounds)} partitions, "
+            f"{human_bytes(sum(r['round_bytes_before'] for r in rounds))} -> "
+            f"{human_bytes(sum(r['round_bytes_after'] for r in rounds))}, "
+            f"{sum(r['removable_records_now'] for r in rounds)} records removed"
+        )
+    active = sum(r["superseded_in_active_segment"] for r in rows)
+    if active:
+        lines.append(
+            f"  left in the active segments, which the cleaner never reads: {active} superseded "
+            "records (cleaned once their segment rolls)"
+        )
+    left = sum(r["superseded_left_by_round"] for r in rows)
+    if left:
+        lines.append(
+            f"  left by this round: {left} superseded records, whose newer record is in the "
+            "active segment or beyond the round's end (or the cleaner would not clean now)"
+        )
     for r in rows:
-        if r["would_clean_now"] or r["null_key_records"]:
+        if r["would_clean_now"] or r["null_key_records"] or r["offset_map_full"]:
             lines.append(f"  {r['topic']}-{r['partition']}: {r['verdict']}")
     return "\n".join(lines)
 
@@ -413,6 +547,7 @@ def _parser() -> argparse.ArgumentParser:
         "--compact-report",
         help="the compact job's report table: the HTML shows its newest run's before and after",
     )
+    add_cleaner_settings(parser)
     return parser
 
 
@@ -428,6 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "all_topics": args.all_topics,
             "html": args.html,
             "compact_report": args.compact_report,
+            "settings": cleaner_settings(args),
         },
     )
 

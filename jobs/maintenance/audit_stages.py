@@ -1,25 +1,25 @@
-"""The compaction audit's Spark pipeline: decode, then a shuffle by key, then a small one by batch.
+"""The compaction audit's Spark pipeline: decode, then a shuffle by key.
 
-One Spark job (three mapInArrow stages, `jobs.spark.tasks`), one pass over the records:
+One Spark job (two mapInArrow stages, `jobs.spark.tasks`), one pass over the records:
 
 1. decode (per work unit, in the task that reads the segments): the core's record facts,
    chunk by chunk. What needs no other record is settled here, vectorized: the partition's
-   RecordCounts, tombstone ages, and which records without a key group (null keys, aborted
-   data, transaction markers) a cleaning round removes. Out go narrow keyed records
-   (partition, key, offset, size, batch, flags) and one `info` JSON per chunk carrying that
-   chunk's per-batch sums and counts.
+   RecordCounts, tombstone ages. Out go narrow keyed records (partition, key, offset, size,
+   flags) and one `info` JSON per chunk carrying that chunk's partial.
 2. shuffle by a bucket hashed from (partition, key), then the key stage: every record of a key is in one
-   task, so
-   the key's latest offset, overall and in the dirty range, is a group-by away; the core's
-   `retained_mask` decides each keyed record. Out go per-batch removal sums and per-partition
-   key statistics (distinct keys, duplicates, superseded records and bytes).
-3. shuffle the per-batch sums by partition; the freed stage adds up each batch's sums and
-   turns them into bytes with the core's `freed_from_batches`.
+   task, so the key's latest offset, overall and in the range the cleaning round maps, is a
+   group-by away; the core's `retained_mask` decides each keyed record. Out go per-partition
+   key statistics: distinct keys, duplicates, superseded records and bytes, and which
+   superseded records the round leaves (in the active segment, or superseded only by records
+   the round does not map).
+
+What a cleaning round removes and frees is not estimated here: the state pass runs the round
+itself (compact's dry run), so the audit's figures are compact's.
 
 Everything that reaches the driver is a handful of JSON partials per partition, merged there.
-No key, record or batch list is ever collected.
+No key or record list is ever collected.
 
-Records cross the shuffles as Arrow IPC blobs, one per (chunk, key bucket), placed by bucket
+Records cross the shuffle as Arrow IPC blobs, one per (chunk, key bucket), placed by bucket
 number (a task may get several buckets): Spark moves a few large byte strings, where a Spark row per record cost more in Arrow
 <-> JVM row conversions than the audit's own work.
 """
@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from jobs.maintenance.common import ipc_bytes, ipc_table
 from kafkalog_core.config import LogConfig
-from kafkalog_core.maintenance.cleaner_audit import CleaningState, FreedBytes, freed_from_batches
+from kafkalog_core.maintenance.cleaner_audit import CleaningState
 from kafkalog_core.maintenance.cleaner_facts import (
     RecordCounts,
     iter_record_facts,
@@ -60,6 +60,7 @@ IN_DIRTY_RANGE = 1
 IN_CLEANING_ROUND = 2
 TOMBSTONE = 4
 PAST_DELETE_HORIZON = 8
+IN_ACTIVE_SEGMENT = 16
 
 KEYED_RECORDS = pa.schema(
     [
@@ -67,22 +68,11 @@ KEYED_RECORDS = pa.schema(
         ("key", pa.binary()),
         ("offset", pa.int64()),
         ("size", pa.int32()),
-        ("batch", pa.int64()),
         ("flags", pa.int8()),
     ]
 )
-BATCH_SUMS = pa.schema(
-    [
-        ("batch", pa.int64()),  # base offset
-        ("rows", pa.int64()),  # records (data and markers) of the batch
-        ("decoded", pa.int64()),  # their decoded bytes
-        ("on_disk", pa.int64()),  # the batch's size in the .log
-        ("removed_rows", pa.int64()),  # what a cleaning round removes
-        ("removed_bytes", pa.int64()),
-    ]
-)
 _BLOB_ROWS = 1 << 18  # records per blob at most (bounds one shuffled value to ~10 MB)
-KEYED, INFO, SUMS, PARTIAL = "keyed", "info", "sums", "partial"  # what a shuffled value holds
+KEYED, INFO = "keyed", "info"  # what a shuffled value holds
 
 
 def pack_state(state: CleaningState) -> str:
@@ -98,7 +88,7 @@ def unpack_state(text: str) -> CleaningState:
 # 1. decode
 # ---------------------------------------------------------------------------------------------
 
-Shuffled = tuple[int, tuple[str, bytes]]  # (bucket or tp, (KEYED | INFO | SUMS | PARTIAL, payload))
+Shuffled = tuple[int, tuple[str, bytes]]  # (bucket, (KEYED | INFO, payload))
 
 
 def decode_task(log_dir: str, now_ms: int, buckets: int):
@@ -123,42 +113,30 @@ def decode_task(log_dir: str, now_ms: int, buckets: int):
 def record_rows(
     tp: int, facts: pa.Table, config: LogConfig, now_ms: int
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """One chunk's keyed records (KEYED_RECORDS) and its info: per-batch sums and counts."""
-    n = facts.num_rows
+    """One chunk's keyed records (KEYED_RECORDS) and its info: the chunk's partial."""
 
     def col(name: str) -> np.ndarray:
         return facts.column(name).to_numpy()
 
     control, aborted, value_null = col("is_control"), col("is_aborted"), col("value_is_null")
     keyed = ~control & ~aborted & (col("key_size") >= 0)
-    # rows without a key group: the core's rule with no later record of the same key
-    removed_local = ~retained_mask(facts, np.full(n, -1, np.int64)) & ~keyed
-    sizes = col("record_size").astype(np.int64)
-    batches, first, inverse = np.unique(col("batch_base_offset"), True, True)
     tomb = value_null & ~control
     ages = now_ms - col("timestamp")[tomb]
+    # tombstones without a key group that the round removes: the core's rule, no later record
+    removed_local = ~retained_mask(facts, np.full(facts.num_rows, -1, np.int64)) & ~keyed
     info = {
-        "batch": batches.tolist(),
-        "rows": np.bincount(inverse).tolist(),
-        "decoded": np.bincount(inverse, weights=sizes).astype(np.int64).tolist(),
-        "on_disk": col("batch_size")[first].astype(np.int64).tolist(),
-        "removed_rows": np.bincount(inverse, weights=removed_local).astype(np.int64).tolist(),
-        "removed_bytes": np.bincount(inverse, weights=np.where(removed_local, sizes, 0))
-        .astype(np.int64)
-        .tolist(),
-        "partial": {
-            "counts": asdict(record_counts(facts, config, now_ms)),
-            "tombstone_ages": np.bincount(
-                np.searchsorted(AGE_EDGES, ages, side="right"), minlength=len(AGE_LABELS)
-            ).tolist(),
-            "tombstones_removable": int((tomb & removed_local).sum()),
-        },
+        "counts": asdict(record_counts(facts, config, now_ms)),
+        "tombstone_ages": np.bincount(
+            np.searchsorted(AGE_EDGES, ages, side="right"), minlength=len(AGE_LABELS)
+        ).tolist(),
+        "tombstones_removable": int((tomb & removed_local).sum()),
     }
     flags = (
         col("in_dirty_range") * IN_DIRTY_RANGE
         + col("in_cleaning_round") * IN_CLEANING_ROUND
         + value_null * TOMBSTONE
         + col("past_delete_horizon") * PAST_DELETE_HORIZON
+        + col("in_active_segment") * IN_ACTIVE_SEGMENT
     ).astype(np.int8)
     rows = pa.Table.from_arrays(
         [
@@ -166,12 +144,11 @@ def record_rows(
             facts.column("key").filter(pa.array(keyed)),
             pa.array(col("offset")[keyed]),
             pa.array(col("record_size")[keyed]),
-            pa.array(col("batch_base_offset")[keyed]),
             pa.array(flags[keyed]),
         ],
         schema=KEYED_RECORDS,
     )
-    return rows, {"tp": tp, **info}
+    return rows, {"tp": tp, "partial": info}
 
 
 def _by_bucket(keyed: pa.Table, buckets: int) -> Iterator[Shuffled]:
@@ -195,55 +172,26 @@ def _by_bucket(keyed: pa.Table, buckets: int) -> Iterator[Shuffled]:
 # ---------------------------------------------------------------------------------------------
 
 
-def key_task(pairs: Iterator[Shuffled]) -> Iterator[Shuffled]:
-    """A stage body after the shuffle by bucket: per tp, its batches' sums (from the
-    info blobs and from the keyed records this task decided) and its partials."""
+def key_task(pairs: Iterator[Shuffled]) -> Iterator[tuple[int, str]]:
+    """A stage body after the shuffle by bucket: (tp, JSON partial) - the info blobs'
+    partials passed on, and per tp the key statistics of the keys this task holds."""
     keyed: list[pa.Table] = []
     for _bucket, (kind, blob) in pairs:
         if kind == INFO:
             info = json.loads(blob)
-            yield info["tp"], (PARTIAL, json.dumps(info["partial"]).encode())
-            yield info["tp"], (SUMS, ipc_bytes(_info_sums(info)))
+            yield info["tp"], json.dumps(info["partial"])
         else:
             keyed.append(ipc_table(blob))
     if keyed:
-        sums, partials = _keyed_rows(pa.concat_tables(keyed))
-        for tp, partial in partials.items():
-            yield tp, (PARTIAL, json.dumps(partial).encode())
-        for tp, table in sums.items():
-            yield tp, (SUMS, ipc_bytes(table))
+        for tp, partial in _keyed_rows(pa.concat_tables(keyed)).items():
+            yield tp, json.dumps(partial)
 
 
-def _info_sums(info: dict[str, Any]) -> pa.Table:
-    return pa.table(
-        {name: np.asarray(info[name], np.int64) for name in BATCH_SUMS.names}, schema=BATCH_SUMS
-    )
-
-
-def _removal_sums(batch: np.ndarray, size: np.ndarray) -> pa.Table:
-    """BATCH_SUMS of removed records, `batch` sorted: how many and their bytes, per batch."""
-    starts = np.flatnonzero(np.r_[True, np.diff(batch) != 0]) if batch.shape[0] else batch
-    zeros = np.zeros(starts.shape[0], np.int64)
-    return pa.table(
-        {
-            "batch": batch[starts],
-            "rows": zeros,
-            "decoded": zeros,
-            "on_disk": zeros,
-            "removed_rows": np.diff(np.r_[starts, batch.shape[0]]),
-            "removed_bytes": np.add.reduceat(size, starts) if starts.shape[0] else zeros,
-        },
-        schema=BATCH_SUMS,
-    )
-
-
-def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[str, Any]]]:
-    """Decide every keyed record of this task's keys: per tp, the removals per batch
-    (BATCH_SUMS) and the key statistics."""
+def _keyed_rows(keyed: pa.Table) -> dict[int, dict[str, Any]]:
+    """Decide every keyed record of this task's keys: per tp, the key statistics."""
     tp = keyed.column("tp").to_numpy()
     offset = keyed.column("offset").to_numpy()
     size = keyed.column("size").to_numpy().astype(np.int64)
-    batch = keyed.column("batch").to_numpy()
     flags = keyed.column("flags").to_numpy()
     # one group per (tp, key): hash-encode the keys, then the (key code, tp) pairs
     codes = pc.dictionary_encode(keyed.column("key").combine_chunks()).indices.to_numpy()
@@ -258,6 +206,7 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
 
     n = keyed.num_rows
     no = np.zeros(n, bool)
+    in_round = (flags & IN_CLEANING_ROUND) != 0
     facts = pa.table(
         {
             "offset": offset,
@@ -265,29 +214,16 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
             "is_control": no,
             "is_aborted": no,
             "value_is_null": (flags & TOMBSTONE) != 0,
-            "in_cleaning_round": (flags & IN_CLEANING_ROUND) != 0,
+            "in_cleaning_round": in_round,
             "past_delete_horizon": (flags & PAST_DELETE_HORIZON) != 0,
         }
     )
     removed = ~retained_mask(facts, latest_dirty[group])
     superseded = offset < latest_all[group]
-
-    # per-batch removals, per tp: one sort of the removed records by (tp, batch), then slices
-    # (a mask per tp would scan every record once per partition the task holds)
-    gone_tp, gone_batch, gone_size = tp[removed], batch[removed], size[removed]
-    order = np.lexsort((gone_batch, gone_tp))
-    gone_tp, gone_batch, gone_size = gone_tp[order], gone_batch[order], gone_size[order]
-    cuts = np.flatnonzero(np.diff(gone_tp)) + 1
-    sums = {
-        int(t[0]): _removal_sums(b, z)
-        for t, b, z in zip(
-            np.split(gone_tp, cuts),
-            np.split(gone_batch, cuts),
-            np.split(gone_size, cuts),
-            strict=True,
-        )
-        if t.shape[0]
-    }
+    # what the round leaves of the superseded records: those in the active segment (never
+    # read), and the others (superseded only by records the round does not map, or beyond it)
+    active = (flags & IN_ACTIVE_SEGMENT) != 0
+    left = superseded & ~(in_round & (offset < latest_dirty[group]))
 
     # per-partition key statistics
     per_key = np.bincount(group, minlength=groups)
@@ -302,10 +238,17 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
     histogram = np.bincount(
         tp_of_group * len(KEY_BUCKETS) + bucket, minlength=width * len(KEY_BUCKETS)
     ).reshape(width, len(KEY_BUCKETS))
-    n_superseded = np.bincount(tp, weights=superseded, minlength=width)
-    superseded_bytes = np.bincount(tp, weights=np.where(superseded, size, 0), minlength=width)
-    tombs_removed = np.bincount(tp, weights=removed & ((flags & TOMBSTONE) != 0), minlength=width)
-    partials = {
+
+    def per_tp(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        w = mask if weights is None else np.where(mask, weights, 0)
+        return np.bincount(tp, weights=w, minlength=width).astype(np.int64)
+
+    n_superseded = per_tp(superseded)
+    superseded_bytes = per_tp(superseded, size)
+    tombs_removed = per_tp(removed & ((flags & TOMBSTONE) != 0))
+    left_active = per_tp(left & active)
+    left_other = per_tp(left & ~active)
+    return {
         int(t): {
             "distinct_keys": int(distinct[t]),
             "duplicated_keys": int(duplicated[t]),
@@ -314,43 +257,11 @@ def _keyed_rows(keyed: pa.Table) -> tuple[dict[int, pa.Table], dict[int, dict[st
             "superseded": int(n_superseded[t]),
             "superseded_bytes": int(superseded_bytes[t]),
             "tombstones_removable": int(tombs_removed[t]),
+            "superseded_in_active_segment": int(left_active[t]),
+            "superseded_left_by_round": int(left_other[t]),
         }
         for t in np.flatnonzero(distinct)
     }
-    return sums, partials
-
-
-# ---------------------------------------------------------------------------------------------
-# 3. per batch, after the shuffle by tp
-# ---------------------------------------------------------------------------------------------
-
-
-def freed_task(pairs: Iterator[Shuffled]) -> Iterator[tuple[int, str]]:
-    """A stage body after the shuffle by tp: (tp, JSON partial) - the partials passed
-    on, and per tp the bytes its batches free (all of a batch's sums meet here)."""
-    sums: dict[int, list[pa.Table]] = {}
-    for tp, (kind, blob) in pairs:
-        if kind == PARTIAL:
-            yield tp, blob.decode()
-        else:
-            sums.setdefault(tp, []).append(ipc_table(blob))
-    for tp, tables in sums.items():
-        table = pa.concat_tables(tables)
-        _, inverse = np.unique(table.column("batch").to_numpy(), return_inverse=True)
-
-        def total(name: str, table: pa.Table = table, inverse: np.ndarray = inverse) -> np.ndarray:
-            return np.bincount(inverse, weights=table.column(name).to_numpy()).astype(np.int64)
-
-        on_disk = np.zeros(int(inverse.max()) + 1, np.int64)
-        np.maximum.at(on_disk, inverse, table.column("on_disk").to_numpy())
-        freed = freed_from_batches(
-            rows=total("rows"),
-            removed_rows=total("removed_rows"),
-            decoded_bytes=total("decoded"),
-            removed_bytes=total("removed_bytes"),
-            on_disk=on_disk,
-        )
-        yield tp, json.dumps({"freed": asdict(freed)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,8 +273,8 @@ _LIST_FIELDS = ("tombstone_ages", "key_histogram")
 
 
 def merge_partials(rows: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
-    """The (tp, JSON partial) pairs of every stage, merged per tp: RecordCounts and FreedBytes
-    added, histograms added bucket by bucket, maxima kept, everything else summed."""
+    """The (tp, JSON partial) pairs of every stage, merged per tp: RecordCounts added,
+    histograms added bucket by bucket, maxima kept, everything else summed."""
     merged: dict[int, dict[str, Any]] = {}
     for tp, text in rows:
         part = json.loads(text)
@@ -371,8 +282,6 @@ def merge_partials(rows: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
         for name, value in part.items():
             if name == "counts":
                 have["counts"] = have["counts"] + RecordCounts(**value)
-            elif name == "freed":
-                have["freed"] = have["freed"] + FreedBytes(**value)
             elif name in _LIST_FIELDS:
                 have[name] = [a + b for a, b in zip(have[name], value, strict=True)]
             elif name in _MAX_FIELDS:
@@ -386,7 +295,6 @@ def empty_partial() -> dict[str, Any]:
     """What a partition with no record (or no keyed record) contributes."""
     return {
         "counts": RecordCounts(),
-        "freed": FreedBytes(0, 0, 0, 0),
         "tombstone_ages": [0] * len(AGE_LABELS),
         "tombstones_removable": 0,
         "distinct_keys": 0,
@@ -395,4 +303,6 @@ def empty_partial() -> dict[str, Any]:
         "key_histogram": [0] * len(KEY_BUCKETS),
         "superseded": 0,
         "superseded_bytes": 0,
+        "superseded_in_active_segment": 0,
+        "superseded_left_by_round": 0,
     }

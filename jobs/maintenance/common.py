@@ -35,6 +35,7 @@ from kafkalog_core.log.names import (
     offset_from_file_name,
     segment_log_files,
 )
+from kafkalog_core.maintenance.cleaner import CleanerSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -361,6 +362,42 @@ def maintenance_arg_parser(job: str, description: str) -> argparse.ArgumentParse
     )
     parser.add_argument("--tasks", type=int, help="Spark tasks (default: 2 x default parallelism)")
     return parser
+
+
+_CLEANER_SETTINGS = (
+    ("--dedupe-buffer-size", "dedupe_buffer_size", "log.cleaner.dedupe.buffer.size"),
+    ("--cleaner-threads", "threads", "log.cleaner.threads (divides the buffers)"),
+    ("--io-buffer-size", "io_buffer_size", "log.cleaner.io.buffer.size"),
+    ("--message-max-bytes", "max_io_buffer_size", "message.max.bytes"),
+    ("--producer-id-expiration-ms", "producer_id_expiration_ms", "producer.id.expiration.ms"),
+)
+
+
+def add_cleaner_settings(parser: argparse.ArgumentParser) -> None:
+    """The broker's cleaner settings, for compact and the audit alike (they run one round)."""
+    defaults = CleanerSettings()
+    broker = parser.add_argument_group("the broker's cleaner settings (Kafka's defaults)")
+    for flag, name, help_text in _CLEANER_SETTINGS:
+        default = getattr(defaults, name)
+        broker.add_argument(
+            flag, dest=name, type=int, default=default, help=f"{help_text} [{default}]"
+        )
+
+
+def cleaner_settings(args: argparse.Namespace) -> CleanerSettings:
+    """The CleanerSettings the arguments of `add_cleaner_settings` name."""
+    return CleanerSettings(
+        **{name: getattr(args, name) for _flag, name, _help in _CLEANER_SETTINGS}
+    )
+
+
+def human_bytes(n: float) -> str:
+    """A byte count a person reads: B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
 
 
 def topics_arg(text: str | None) -> tuple[str, ...]:

@@ -27,22 +27,28 @@ the files end as an uninterrupted round leaves them. The caller writes the check
 file per log dir, so a Spark job's driver writes it once for all partitions) and then removes
 the journal.
 
-A partition whose segments hold a corrupt batch (CRC, size, a record that does not parse) is
-uncleanable, as a broker marks it: nothing is written and the result says why.
+A round fails where a broker's cleaner fails: a corrupt batch header, a record that does not
+parse, or bytes after the last whole batch, in a segment the round reads (the dirty segments it
+maps, the segments it rewrites). The partition is then uncleanable, as a broker marks it:
+nothing is written and the result says why. CRCs are not checked (Kafka's filterTo copies a
+batch it keeps as it is), and the active segment, which the cleaner never reads, may end in a
+partial batch.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from kafkalog_core.config import LogConfig
-from kafkalog_core.errors import ConfigError, CorruptRecordError
+from kafkalog_core.errors import ConfigError, CorruptRecordError, KafkaLogError
 from kafkalog_core.log.checkpoints import atomic_write
 from kafkalog_core.log.index.offset_index import OffsetIndex
 from kafkalog_core.log.mapped import mapped_file
@@ -57,6 +63,7 @@ from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.log.swap import Hook, complete_interrupted_swaps, replace_segments
 from kafkalog_core.maintenance.cleaner_audit import (
+    BOUND_OPEN_TRANSACTION,
     CleaningState,
     SegmentSummary,
     floor_segment,
@@ -64,6 +71,7 @@ from kafkalog_core.maintenance.cleaner_audit import (
     scan_partition,
     verdict,
 )
+from kafkalog_core.maintenance.cleaner_legacy import clean_legacy, map_legacy
 from kafkalog_core.maintenance.cleaner_rewrite import (
     DEFAULT_IO_BUFFER_SIZE,
     DEFAULT_MAX_IO_BUFFER_SIZE,
@@ -75,7 +83,9 @@ from kafkalog_core.maintenance.cleaner_rewrite import (
     clean_segment,
     control_types,
     header_columns,
+    magic_runs,
     slabs,
+    whole_batches,
 )
 from kafkalog_core.maintenance.cleaner_txn import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -95,7 +105,6 @@ from kafkalog_core.record.batch import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
-    iter_batch_headers,
 )
 from kafkalog_core.record.decoder import record_spans
 
@@ -172,6 +181,16 @@ class RoundResult:
     stats: CleanStats = field(default_factory=CleanStats)
 
 
+@contextmanager
+def _reading(path: Path) -> Iterator[memoryview]:
+    """A segment the round reads, mapped; what it fails on names the file."""
+    with mapped_file(path) as view:
+        try:
+            yield view
+        except (CorruptRecordError, CleaningError) as error:
+            raise CleaningError(f"{path}: {error}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # the offset map (§8.2)
 # ---------------------------------------------------------------------------------------------
@@ -207,11 +226,15 @@ def build_offset_map(
                 .lookup(start)
                 .position
             )
-        with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-            for slab, _ in slabs(iter_batch_headers(view, start=position), slab_bytes):
-                latest, full = _map_slab(view, slab, start, offset_map, txns, latest)
-                if full:
-                    return latest, True
+        with _reading(pdir / log_file_name(seg.base_offset)) as view:
+            for slab, _ in slabs(whole_batches(view, start=position), slab_bytes):
+                for v2, run in magic_runs(slab):
+                    if v2:
+                        latest, full = _map_slab(view, run, start, offset_map, txns, latest)
+                    else:
+                        latest, full = map_legacy(view, run, start, offset_map, latest)
+                    if full:
+                        return latest, True
         latest = (dirty[k + 1].base_offset if k + 1 < len(dirty) else end) - 1
     return latest, False
 
@@ -288,7 +311,10 @@ def group_segments(
 ) -> list[list[SegmentSummary]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose .log, .index and .timeindex
     sizes each sum to at most segment.bytes / segment.index.bytes, with offsets that fit one
-    segment's int32 relative offsets."""
+    segment's int32 relative offsets: a segment joins when the worst-case last offset it may
+    hold (the next segment's base - 1, or the first uncleanable offset - 1 for the last one)
+    is at most Int.MaxValue past the group's first (oldest) base offset, as the new segment's
+    index entries are relative to that base. An empty segment always joins."""
     pdir = Path(partition_dir)
     index = [_file_size(pdir / index_file_name(s.base_offset)) for s in segments]
     time_index = [_file_size(pdir / time_index_file_name(s.base_offset)) for s in segments]
@@ -309,7 +335,7 @@ def group_segments(
                 log_size + nxt.size <= config.segment_bytes
                 and index_size + index[k] <= config.segment_index_bytes
                 and time_size + time_index[k] <= config.segment_index_bytes
-                and (nxt.size == 0 or last_offset - group[-1].base_offset <= _INT_MAX)
+                and (nxt.size == 0 or last_offset - group[0].base_offset <= _INT_MAX)
             ):
                 break
             group.append(nxt)
@@ -403,20 +429,8 @@ def clean_partition(
         )
 
     producers = ProducerStateManager()
-    try:
-        scan = scan_partition(pdir, verify=True, producers=producers)
-    except CorruptRecordError as error:
-        return RoundResult(UNCLEANABLE, f"uncleanable: {error}")
-    tail = next(
-        (s for s in scan.segments if s.valid_bytes is not None and s.valid_bytes < s.size), None
-    )
-    if tail is not None:
-        return RoundResult(
-            UNCLEANABLE,
-            f"uncleanable: {pdir / log_file_name(tail.base_offset)}: "
-            f"{tail.size - tail.valid_bytes} bytes after the last whole batch (position "
-            f"{tail.valid_bytes}); recovery would cut them (rebuild-index --mode rebuild)",
-        )
+    # no CRC check and no refusal yet: only a segment the round reads can make it fail
+    scan = scan_partition(pdir, strict=False, producers=producers)
     state = partition_cleaning_state(
         pdir,
         config,
@@ -426,6 +440,23 @@ def clean_partition(
         high_watermark=high_watermark,
         scan=scan,
     )
+    damaged = next((x for x in state.segments[:-1] if _damaged(x)), None)
+    if damaged is not None and state.uncleanable_bound == BOUND_OPEN_TRANSACTION:
+        # the walk stopped at the damage, so the end of a transaction after it was not seen;
+        # a broker (which loaded the whole log) reads this segment and fails on it
+        if damaged.corrupt_at is not None:
+            what = f"a corrupt batch header at position {damaged.corrupt_at}"
+        else:
+            what = (
+                f"{damaged.size - damaged.valid_bytes} bytes after the last whole batch "
+                f"(position {damaged.valid_bytes})"
+            )
+        return RoundResult(
+            UNCLEANABLE,
+            f"uncleanable: {pdir / log_file_name(damaged.base_offset)}: {what}, where a "
+            "broker's cleaner fails too; recovery would cut them (rebuild-index --mode rebuild)",
+            state,
+        )
     words = verdict(state, None, config)
     if not state.eligible:
         reset = state.log_start_offset if apply and state.checkpoint_reset else None
@@ -434,11 +465,72 @@ def clean_partition(
         return _round(
             pdir, config, state, producers, now_ms, apply, settings, journal, hook, words, trace
         )
-    except (CorruptRecordError, CleaningError) as error:
-        for leftover in pdir.iterdir():  # Kafka deletes the cleaned segment of a failed round
-            if leftover.name.endswith(CLEANED_FILE_SUFFIX):
-                leftover.unlink()
+    except KafkaLogError as error:
+        # what a broker's cleaner fails on marks the partition uncleanable (LogCleaningException)
         return RoundResult(UNCLEANABLE, f"uncleanable: {error}", state)
+
+
+def _damaged(segment: SegmentSummary) -> bool:
+    """A corrupt header or bytes after the last whole batch: what a broker's cleaner fails on."""
+    tail = segment.valid_bytes is not None and segment.valid_bytes < segment.size
+    return segment.corrupt_at is not None or tail
+
+
+def _drop_cleaned(pdir: Path) -> None:
+    for leftover in pdir.iterdir():
+        if leftover.name.endswith(CLEANED_FILE_SUFFIX):
+            leftover.unlink()
+
+
+def _write_groups(
+    pdir: Path,
+    config: LogConfig,
+    groups: list[list[SegmentSummary]],
+    rules: RoundRules,
+    apply: bool,
+    hook: Hook,
+    txns: CleanedTransactions,
+    stats: CleanStats,
+    legacy_horizon_ms: int,
+) -> int:
+    """Filter each group into its `.cleaned` segment (a dry run: into a counter); the bytes
+    written. A segment still open when an error ends the round is closed before it goes."""
+    bytes_after = 0
+    for group in groups:
+        base = group[0].base_offset
+        if apply:
+            hook("create", pdir / log_file_name(base, CLEANED_FILE_SUFFIX))
+            sink = LogSegment.open(pdir, base, config, file_suffix=CLEANED_FILE_SUFFIX)
+            txns.index_sink = sink.txn_index.append
+        else:
+            sink = _Counter()
+            txns.index_sink = None
+        try:
+            writer = ChunkWriter(
+                sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
+            )
+            for seg in group:
+                # LogCleaner's retainLegacyDeletesAndTxnMarkers, per source segment
+                legacy = partial(
+                    clean_legacy,
+                    rules=rules,
+                    retain_deletes=seg.last_modified_ms > legacy_horizon_ms,
+                    stats=stats,
+                )
+                with _reading(pdir / log_file_name(seg.base_offset)) as view:
+                    clean_segment(view, rules, writer, stats, legacy)
+            bytes_after += writer.written
+            if apply:
+                hook("flush", sink.log_path)
+                sink.on_become_inactive_segment()
+                sink.flush(fsync=True)
+                sink.set_last_modified(group[-1].last_modified_ms)
+                sink.close()
+        except BaseException:
+            if apply:
+                sink.close_handlers()
+            raise
+    return bytes_after
 
 
 def _round(
@@ -477,29 +569,16 @@ def _round(
         trace=trace,
     )
     stats = CleanStats()
-    bytes_after = 0
-    for group in groups:
-        base = group[0].base_offset
-        if apply:
-            hook("create", pdir / log_file_name(base, CLEANED_FILE_SUFFIX))
-            sink = LogSegment.open(pdir, base, config, file_suffix=CLEANED_FILE_SUFFIX)
-            txns.index_sink = sink.txn_index.append
-        else:
-            sink = _Counter()
-            txns.index_sink = None
-        writer = ChunkWriter(
-            sink, rules.io_buffer_size, rules.max_io_buffer_size, rules.max_message_bytes
+    try:
+        bytes_after = _write_groups(
+            pdir, config, groups, rules, apply, hook, txns, stats, state.delete_horizon_legacy_ms
         )
-        for seg in group:
-            with mapped_file(pdir / log_file_name(seg.base_offset)) as view:
-                clean_segment(view, rules, writer, stats)
-        bytes_after += writer.written
+    except Exception:
+        # Kafka deletes the cleaned segment of a failed round: nothing of it is published yet
+        # (the journal and the first .swap rename come after), so the dir is as it was
         if apply:
-            hook("flush", sink.log_path)
-            sink.on_become_inactive_segment()
-            sink.flush(fsync=True)
-            sink.set_last_modified(group[-1].last_modified_ms)
-            sink.close()
+            _drop_cleaned(pdir)
+        raise
     stats.bytes_written = bytes_after
     result = RoundResult(
         CLEANED if apply else WOULD_CLEAN,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import CorruptRecordError
@@ -33,7 +32,6 @@ from kafkalog_core.log.segment.scan import TxnTracker
 from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_segment_facts
 from kafkalog_core.record.batch import (
     MAGIC_V2,
-    RECORD_BATCH_OVERHEAD,
     BatchHeader,
 )
 from kafkalog_core.record.control import ControlRecordType
@@ -45,13 +43,10 @@ __all__ = [
     "BOUND_MIN_COMPACTION_LAG",
     "BOUND_OPEN_TRANSACTION",
     "CleaningState",
-    "FreedBytes",
     "PartitionScan",
     "SegmentSummary",
     "TopicPartition",
-    "bytes_freed",
     "floor_segment",
-    "freed_from_batches",
     "partition_cleaning_state",
     "scan_partition",
     "verdict",
@@ -88,6 +83,7 @@ def scan_partition(
     partition_dir: str | os.PathLike[str],
     *,
     verify: bool = False,
+    strict: bool = True,
     producers: ProducerStateManager | None = None,
 ) -> PartitionScan:
     """Walk every batch header of a partition once (control batches: their one record too).
@@ -95,6 +91,8 @@ def scan_partition(
     Transactions are replayed with recovery's `TxnTracker`, so aborted transactions come out as
     the `.txnindex` entries a broker would rebuild, whether or not the index files exist.
     `verify` CRC-checks each batch (a corrupt batch raises CorruptRecordError naming the file).
+    Without `strict` a corrupt header ends its segment's walk instead (`corrupt_at` says where):
+    the cleaner refuses it only in the segments its round reads.
     `producers` is replayed too (the producer state a broker holds for the log: the cleaner
     keeps each active producer's last batch).
     """
@@ -113,7 +111,7 @@ def scan_partition(
                 producers.update(header, kind if header.is_control and marker else None)
 
     segments = [
-        read_segment_facts(path, verify=verify, strict=True, on_batch=replay)
+        read_segment_facts(path, verify=verify, strict=strict, on_batch=replay)
         for path in segment_log_files(partition_dir)
     ]
     first_unstable = min(tracker.open_txns.values()) if tracker.open_txns else None
@@ -153,6 +151,10 @@ class CleaningState:
     compaction_delay_ms: int  # how far past max.compaction.lag.ms (0 = not overdue)
     delete_horizon_legacy_ms: int  # tombstone rule for magic 0/1 batches (§8.4)
     now_ms: int
+    # where the cleaning round the cleaner would run now ends, when that round was run (a dry
+    # run of `cleaner.clean_partition`: its offset map may fill first); the log start offset
+    # when the cleaner would not clean the partition now
+    round_end_offset: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -162,9 +164,13 @@ class CleaningState:
     def cleaning_round_end(self) -> int:
         """End (exclusive) of the offsets a cleaning round would rewrite now.
 
-        The first uncleanable offset when there are cleanable bytes; otherwise the round is
-        empty (the log start), since the cleaner does not pick a log with nothing cleanable.
+        The round's own end when it was run (`round_end_offset`); otherwise the first
+        uncleanable offset when there are cleanable bytes (the round's end when its offset map
+        does not fill), else the log start: the cleaner does not pick a log with nothing
+        cleanable.
         """
+        if self.round_end_offset is not None:
+            return self.round_end_offset
         return self.first_uncleanable_offset if self.cleanable_bytes > 0 else self.log_start_offset
 
     @property
@@ -294,92 +300,6 @@ def partition_cleaning_state(
         compaction_delay_ms=delay,
         delete_horizon_legacy_ms=legacy_horizon,
         now_ms=now_ms,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# what compaction would free
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FreedBytes:
-    """Bytes a cleaning round would free, split by how they are freed."""
-
-    removed_records: int
-    removed_batches: int  # batches left without a record: their whole on-disk size goes
-    batch_bytes: int  # on-disk bytes of those batches, headers included
-    record_bytes: int  # bytes of removed records in batches that keep some records
-
-    @property
-    def total(self) -> int:
-        return self.batch_bytes + self.record_bytes
-
-    def __add__(self, other: FreedBytes) -> FreedBytes:
-        return FreedBytes(
-            self.removed_records + other.removed_records,
-            self.removed_batches + other.removed_batches,
-            self.batch_bytes + other.batch_bytes,
-            self.record_bytes + other.record_bytes,
-        )
-
-
-def bytes_freed(facts: pa.Table, retained: pa.Array | pa.ChunkedArray | np.ndarray) -> FreedBytes:
-    """Turn a per-row survivors mask over a partition's record facts into bytes freed.
-
-    `facts` needs `batch_base_offset`, `record_size` and `batch_size` (cleaner_facts'
-    FACTS_SCHEMA) and must hold every row of each batch it mentions, in any order (after a
-    shuffle join is fine). A batch with no survivor frees its whole on-disk size (its 61-byte
-    header too); otherwise the removed records' bytes, scaled by the batch's on-disk records
-    bytes over its decoded records bytes: exact for uncompressed batches, the compressed share
-    for compressed ones (the cleaner recompresses, so that part is an estimate). Kafka keeps an
-    empty header for a producer's last batch (§8.6); that is ignored here (61 bytes per producer).
-    """
-    if facts.num_rows == 0:
-        return FreedBytes(0, 0, 0, 0)
-    if isinstance(retained, pa.ChunkedArray | pa.Array):
-        retained = retained.to_numpy(zero_copy_only=False)
-    keep = np.asarray(retained, bool)
-    if keep.shape[0] != facts.num_rows:
-        raise ValueError(f"survivors mask has {keep.shape[0]} rows, facts {facts.num_rows}")
-    batch = facts.column("batch_base_offset").to_numpy()
-    sizes = facts.column("record_size").to_numpy().astype(np.int64)
-    batch_sizes = facts.column("batch_size").to_numpy().astype(np.int64)
-    _, first, inverse = np.unique(batch, return_index=True, return_inverse=True)
-    return freed_from_batches(
-        rows=np.bincount(inverse).astype(np.int64),
-        removed_rows=np.bincount(inverse, weights=~keep).astype(np.int64),
-        decoded_bytes=np.bincount(inverse, weights=sizes).astype(np.int64),
-        removed_bytes=np.bincount(inverse, weights=np.where(keep, 0, sizes)).astype(np.int64),
-        on_disk=batch_sizes[first],
-    )
-
-
-def freed_from_batches(
-    *,
-    rows: np.ndarray,
-    removed_rows: np.ndarray,
-    decoded_bytes: np.ndarray,
-    removed_bytes: np.ndarray,
-    on_disk: np.ndarray,
-) -> FreedBytes:
-    """`bytes_freed` from per-batch sums (one entry per batch, every row of the batch counted):
-    what a Spark job adds up across the tasks that each hold some of a batch's records.
-
-    Additive over batches: the FreedBytes of two sets of batches sum to those of their union
-    (each batch's share is rounded on its own).
-    """
-    rows, removed_rows = np.asarray(rows, np.int64), np.asarray(removed_rows, np.int64)
-    decoded, removed = np.asarray(decoded_bytes, np.int64), np.asarray(removed_bytes, np.int64)
-    on_disk = np.asarray(on_disk, np.int64)
-    gone = removed_rows >= rows
-    partial = ~gone & (removed > 0)
-    scale = np.where(decoded > 0, (on_disk - RECORD_BATCH_OVERHEAD) / np.maximum(decoded, 1), 1.0)
-    return FreedBytes(
-        removed_records=int(removed_rows.sum()),
-        removed_batches=int(gone.sum()),
-        batch_bytes=int(on_disk[gone].sum()),
-        record_bytes=int(np.rint(removed[partial] * scale[partial]).sum()),
     )
 
 

@@ -73,6 +73,7 @@ FACTS_SCHEMA = pa.schema(
         pa.field("is_aborted", pa.bool_()),  # data of a transaction that ended with ABORT
         pa.field("in_dirty_range", pa.bool_()),  # first dirty <= offset < cleaning round end
         pa.field("in_cleaning_round", pa.bool_()),  # offset < cleaning round end: rewritten
+        pa.field("in_active_segment", pa.bool_()),  # the cleaner never reads it
         pa.field("past_delete_horizon", pa.bool_()),  # tombstone/marker Kafka may remove now
     ]
 )
@@ -203,6 +204,7 @@ def _chunk_facts(
             pa.array(aborted),
             pa.array((offsets >= state.first_dirty_offset) & (offsets < end)),
             pa.array(offsets < end),
+            pa.array(offsets >= state.active_segment_base_offset),
             pa.array(past_horizon),
         ],
         schema=FACTS_SCHEMA,

@@ -67,13 +67,17 @@ __all__ = [
     "DEFAULT_IO_BUFFER_SIZE",
     "DEFAULT_MAX_IO_BUFFER_SIZE",
     "CleanStats",
+    "LegacyFilter",
+    "SlabOutput",
     "CleaningError",
     "ChunkWriter",
     "RoundRules",
     "clean_segment",
     "control_types",
     "header_columns",
+    "magic_runs",
     "slabs",
+    "whole_batches",
 ]
 
 DEFAULT_IO_BUFFER_SIZE = 524_288  # log.cleaner.io.buffer.size
@@ -185,7 +189,7 @@ def control_types(spans_arr: np.ndarray, key_pos: np.ndarray, key_len: np.ndarra
 
 
 @dataclass
-class _SlabOutput:
+class SlabOutput:
     """Per batch of a slab: bytes read, bytes written and what the chunk's append is told."""
 
     in_sizes: np.ndarray
@@ -221,13 +225,7 @@ class _Slab:
 
 def _judge(view: memoryview, headers: list[BatchHeader], rules: RoundRules) -> _Slab:
     """Every decision of filterTo for a slab of consecutive batches of one segment."""
-    h = header_columns(headers)
-    if (h["magic"] < MAGIC_V2).any():
-        first = headers[int(np.argmax(h["magic"] < MAGIC_V2))]
-        raise CleaningError(
-            f"batch at position {first.position} (offset {first.base_offset}) has magic "
-            f"{first.magic}: compact rewrites record batch v2 only"
-        )
+    h = header_columns(headers)  # v2 batches only (magic_runs sends legacy ones elsewhere)
     backwards = np.flatnonzero(h["base_offset"][1:] <= h["last_offset"][:-1])
     if backwards.size:
         bad = headers[int(backwards[0]) + 1]
@@ -358,7 +356,7 @@ def _count(s: _Slab, stats: CleanStats) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _write(view: memoryview, s: _Slab) -> _SlabOutput:
+def _write(view: memoryview, s: _Slab) -> SlabOutput:
     """The slab's output in batch order, and per batch what filterTo's result records."""
     h, action = s.h, s.action
     nb = action.shape[0]
@@ -399,7 +397,7 @@ def _write(view: memoryview, s: _Slab) -> _SlabOutput:
             data[at : at + n] = empties[e_at : e_at + n]
             e_at += n
         at += n
-    return _SlabOutput(h["size"], out_sizes, max_ts, shallow, max_off, data)
+    return SlabOutput(h["size"], out_sizes, max_ts, shallow, max_off, data)
 
 
 def _empty_headers(h: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
@@ -545,7 +543,7 @@ class ChunkWriter:
     max_io_buffer_size: int
     max_message_bytes: int
     capacity: int = 0
-    _pending: list[_SlabOutput] = field(default_factory=list)
+    _pending: list[SlabOutput] = field(default_factory=list)
     written: int = 0
 
     def __post_init__(self) -> None:
@@ -555,12 +553,12 @@ class ChunkWriter:
         """restoreBuffers: every source segment starts with the configured buffer size."""
         self.capacity = self.io_buffer_size
 
-    def feed(self, part: _SlabOutput, last: bool) -> None:
+    def feed(self, part: SlabOutput, last: bool) -> None:
         """The next batches of the segment (`last`: the segment ends with them)."""
         self._pending.append(part)
         if len(self._pending) > 1:
             ps = self._pending
-            merged = _SlabOutput(
+            merged = SlabOutput(
                 *(
                     np.concatenate([getattr(p, name) for p in ps])
                     for name in (
@@ -604,7 +602,7 @@ class ChunkWriter:
             )
         self.capacity = min(self.capacity * 2, ceiling)
 
-    def _append(self, cur: _SlabOutput, i: int, end: int, cum_out: np.ndarray) -> None:
+    def _append(self, cur: SlabOutput, i: int, end: int, cum_out: np.ndarray) -> None:
         lo, hi = int(cum_out[i]), int(cum_out[end])
         if hi == lo:
             return
@@ -619,9 +617,9 @@ class ChunkWriter:
         self.written += hi - lo
 
 
-def _tail(cur: _SlabOutput, i: int) -> _SlabOutput:
+def _tail(cur: SlabOutput, i: int) -> SlabOutput:
     start = int(cur.out_sizes[:i].sum())
-    return _SlabOutput(
+    return SlabOutput(
         cur.in_sizes[i:],
         cur.out_sizes[i:],
         cur.max_timestamps[i:],
@@ -653,15 +651,59 @@ def slabs(
         yield slab, True
 
 
+def whole_batches(view: memoryview, start: int = 0) -> Iterator[BatchHeader]:
+    """The batch headers of a segment the cleaner reads, from `start` to its end.
+
+    What a broker's cleaner fails on fails here too: a corrupt header (CorruptRecordError) and
+    bytes after the last whole batch, which its read loop can neither parse nor skip (it grows
+    its buffers, then gives up). CRCs are not checked: filterTo never checks them.
+    """
+    end = start
+    for header in iter_batch_headers(view, start=start):
+        end = header.position + header.size
+        yield header
+    if end < len(view):
+        raise CleaningError(
+            f"{len(view) - end} bytes after the last whole batch (position {end}), where a "
+            "broker's cleaner fails too; recovery would cut them (rebuild-index --mode rebuild)"
+        )
+
+
+def magic_runs(headers: list[BatchHeader]) -> list[tuple[bool, list[BatchHeader]]]:
+    """Consecutive batches split into runs of v2 batches and of legacy entries: (v2, run)."""
+    runs: list[tuple[bool, list[BatchHeader]]] = []
+    for header in headers:
+        v2 = header.magic >= MAGIC_V2
+        if runs and runs[-1][0] == v2:
+            runs[-1][1].append(header)
+        else:
+            runs.append((v2, [header]))
+    return runs
+
+
+# legacy entries of a segment through filterTo (cleaner_legacy.clean_legacy, bound to the round)
+LegacyFilter = Callable[[memoryview, list[BatchHeader]], SlabOutput]
+
+
 def clean_segment(
     view: memoryview,
     rules: RoundRules,
     writer: ChunkWriter,
     stats: CleanStats,
+    legacy: LegacyFilter | None = None,
 ) -> None:
-    """Filter every batch of one source segment (its mapped bytes) into `writer`."""
+    """Filter every batch of one source segment (its mapped bytes) into `writer`; magic v0/v1
+    entries go through `legacy`."""
     writer.start_segment()
-    for batches, last in slabs(iter_batch_headers(view), rules.slab_bytes):
-        slab = _judge(view, batches, rules)
-        _count(slab, stats)
-        writer.feed(_write(view, slab), last=last)
+    for batches, last in slabs(whole_batches(view), rules.slab_bytes):
+        runs = magic_runs(batches)
+        for k, (v2, run) in enumerate(runs):
+            if v2:
+                slab = _judge(view, run, rules)
+                _count(slab, stats)
+                out = _write(view, slab)
+            elif legacy is None:
+                raise CleaningError(f"batch at position {run[0].position} has magic {run[0].magic}")
+            else:
+                out = legacy(view, run)
+            writer.feed(out, last=last and k == len(runs) - 1)

@@ -63,6 +63,7 @@ class LegacyMessage:
         "position",
         "crc",
         "crc_valid",
+        "stored_magic",
     )
 
     def __init__(
@@ -86,6 +87,7 @@ class LegacyMessage:
         self.position = position
         self.crc = crc
         self.crc_valid = crc_valid
+        self.stored_magic = magic  # as written: a v0 wrapper's inner messages read as v0
 
     @property
     def codec(self) -> int:

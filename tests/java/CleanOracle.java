@@ -13,6 +13,9 @@
 //   producer-last <base offset> the batch is its producer's last one still needed
 //   group                       a new output segment starts
 //   clean <segment .log>        the next source segment of the current group
+//   legacy-deletes-gone <segment .log>
+//                               the segment is older than the legacy delete horizon: its magic
+//                               0/1 tombstones go (LogCleaner's retainLegacyDeletesAndTxnMarkers)
 //
 // The record rule is Cleaner.shouldRetainRecord and the batch rule checkBatchRetention, both
 // over the given decisions; the map is built here from the records with java.security's MD5.
@@ -52,6 +55,8 @@ public class CleanOracle {
     static final Set<Long> ABORTED = new HashSet<>();
     static final Set<Long> DISCARDABLE = new HashSet<>();
     static final Set<Long> PRODUCER_LAST = new HashSet<>();
+    static final Set<String> LEGACY_DELETES_GONE = new HashSet<>();
+    static boolean retainLegacyDeletes = true;
 
     public static void main(String[] args) throws Exception {
         List<String> mapped = new ArrayList<>();
@@ -78,6 +83,7 @@ public class CleanOracle {
                     case "producer-last": PRODUCER_LAST.add(Long.parseLong(f[1])); break;
                     case "group": groups.add(new ArrayList<>()); break;
                     case "clean": groups.get(groups.size() - 1).add(f[1]); break;
+                    case "legacy-deletes-gone": LEGACY_DELETES_GONE.add(f[1]); break;
                     default: throw new IllegalArgumentException("bad spec line: " + line);
                 }
             }
@@ -165,8 +171,9 @@ public class CleanOracle {
             } catch (Exception e) {
                 throw new RuntimeException(e);
             }
-            boolean retainDeletes = !batch.deleteHorizonMs().isPresent()
-                    || currentTime < batch.deleteHorizonMs().getAsLong();
+            boolean retainDeletes = batch.magic() < RecordBatch.MAGIC_VALUE_V2
+                    ? retainLegacyDeletes
+                    : !batch.deleteHorizonMs().isPresent() || currentTime < batch.deleteHorizonMs().getAsLong();
             return record.offset() >= found && (record.hasValue() || retainDeletes);
         }
     }
@@ -176,6 +183,7 @@ public class CleanOracle {
         ByteBuffer readBuffer = ByteBuffer.allocate(ioBuffer);
         ByteBuffer writeBuffer = ByteBuffer.allocate(ioBuffer);
         Filter filter = new Filter();
+        retainLegacyDeletes = !LEGACY_DELETES_GONE.contains(segment.getPath());
         TopicPartition tp = new TopicPartition("t", 0);
         try (FileRecords source = FileRecords.open(segment, false)) {
             int position = 0;

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from kafkalog_core import native
+from kafkalog_core.errors import LogSegmentOffsetOverflowError
 from kafkalog_core.log.names import log_file_name, segment_log_files
 from kafkalog_core.maintenance.cleaner import (
     CLEANED,
@@ -29,7 +30,7 @@ from kafkalog_core.maintenance.cleaner import (
     clean_partition,
     group_segments,
 )
-from kafkalog_core.maintenance.cleaner_audit import scan_partition
+from kafkalog_core.maintenance.cleaner_audit import SegmentSummary, scan_partition
 from kafkalog_core.maintenance.offset_map import OffsetMap, key_digests, max_keys_for
 from kafkalog_core.record.decoder import decode_records
 from tests.log.cleaner_logs import COMPACT, DAY, NOW, changelog_partition
@@ -286,21 +287,46 @@ def test_grouping_follows_segment_bytes_and_index_bytes(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "at, why",
-    [(160, "does not match computed CRC"), (100, "bytes after the last whole batch")],
-    ids=["crc", "length"],
+    "segment, at, why",
+    [
+        (10, 100, "bytes after the last whole batch"),  # the second batch's length field
+        (10, 107, "corrupt batch header"),  # its magic byte: a header no reader can parse
+        (18, None, "bytes after the last whole batch"),  # a partial batch at a rewritten tail
+    ],
+    ids=["length", "magic", "tail"],
 )
-def test_corrupt_segments_are_uncleanable_and_left_as_they_are(tmp_path, at, why) -> None:
+def test_what_a_brokers_cleaner_fails_on_is_uncleanable_and_left_as_it_is(
+    tmp_path, segment, at, why
+) -> None:
     d = changelog_partition(tmp_path / "t-0")
-    path = d / log_file_name(10)
+    path = d / log_file_name(segment)
     data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF  # the second batch (91..165): a record byte, or its length field
+    if at is None:
+        data += data[:40]
+    else:
+        data[at] ^= 0xFF
     path.write_bytes(bytes(data))
     before = files(d)
     result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS)
-    assert result.status == UNCLEANABLE and why in result.reason
+    assert result.status == UNCLEANABLE and why in result.reason, result.reason
     assert str(path) in result.reason
     assert files(d) == before
+
+
+def test_the_active_segment_is_never_read_so_its_tail_and_crcs_do_not_matter(tmp_path) -> None:
+    clean = changelog_partition(tmp_path / "clean" / "t-0")
+    d = changelog_partition(tmp_path / "t-0")
+    active = d / log_file_name(75)
+    data = bytearray(active.read_bytes())
+    data[-3] ^= 0xFF  # a record byte of its last batch: a CRC mismatch
+    active.write_bytes(bytes(data) + data[:30])  # and a partial batch after it
+    want = clean_partition(clean, COMPACT, NOW, apply=True, settings=SETTINGS)
+    result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS)
+    assert result.status == CLEANED, result.reason
+    assert (result.end_offset, result.groups) == (want.end_offset, want.groups)
+    cleaned = {n: v for n, v in files(d).items() if not n.startswith(log_file_name(75)[:-4])}
+    assert cleaned == {n: v for n, v in files(clean).items() if n in cleaned}
+    assert active.read_bytes() == bytes(data) + data[:30]
 
 
 def test_a_topic_that_is_not_compacted_is_not_cleaned(tmp_path) -> None:
@@ -377,3 +403,40 @@ def test_the_journal_records_the_round_before_the_swap_commits(tmp_path) -> None
     clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, journal=journal, hook=hook)
     assert seen and all(seen)
     assert journal.exists()  # the caller removes it once the checkpoint is written
+
+
+def test_grouping_measures_the_offset_span_from_the_oldest_segment(tmp_path) -> None:
+    # Kafka's groupSegmentsBySize: a segment joins while the last offset it may hold is at most
+    # Int.MaxValue past the group's first base offset (the new segment's relative offsets)
+    def segment(base: int) -> SegmentSummary:
+        return SegmentSummary(base, 100, base + 1, NOW, NOW, 1)
+
+    segments = [segment(0), segment(10**9), segment(2 * 10**9)]
+    config = COMPACT.with_overrides({"segment.bytes": 10**6})
+    groups = group_segments(tmp_path, segments, config, 2_500_000_000)
+    assert [[s.base_offset for s in g] for g in groups] == [[0, 10**9], [2 * 10**9]]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OSError("injected: no space left on device"), LogSegmentOffsetOverflowError("injected")],
+    ids=["io", "kafkalog"],
+)
+def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path, error) -> None:
+    d = changelog_partition(tmp_path / "t-0")
+    before = files(d)
+    creates = []
+
+    def hook(step: str, path: Path) -> None:
+        if step == "flush":
+            creates.append(path)
+            if len(creates) == 2:  # the second group's segment is written, the first complete
+                raise error
+
+    if isinstance(error, OSError):  # not the data's fault: it propagates
+        with pytest.raises(OSError, match="injected"):
+            clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+    else:  # what a broker's cleaner fails on: the partition is uncleanable, one line says why
+        result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
+        assert result.status == UNCLEANABLE and "injected" in result.reason
+    assert files(d) == before

@@ -10,7 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -25,7 +24,8 @@ from kafkalog_core.log.checkpoints import (
 )
 from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE, log_file_name
 from kafkalog_core.log.partition.partition_log import PartitionLog
-from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state, verdict
+from kafkalog_core.maintenance.cleaner import CLEANED, clean_partition
+from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state, verdict
 from kafkalog_core.maintenance.cleaner_facts import (
     iter_record_facts,
     kafka_retained,
@@ -358,9 +358,9 @@ def test_record_sizes_add_up_to_the_batches(tmp_path: Path) -> None:
     assert sorted(set(facts.column("batch_size").to_pylist())) == sorted(set(batch_sizes))
 
 
-def test_cleaning_round_survivors_and_bytes_freed(tmp_path: Path) -> None:
+def test_cleaning_round_survivors_are_the_records_the_cleaner_keeps(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
-    _, sizes = transactions_partition(d)
+    transactions_partition(d)
     facts, _ = partition_record_facts(d, COMPACT, NOW)
     survivors = kafka_retained(facts)
     gone = facts.column("offset").to_numpy()[~survivors].tolist()
@@ -376,35 +376,14 @@ def test_cleaning_round_survivors_and_bytes_freed(tmp_path: Path) -> None:
     assert retained_mask(facts, column).tolist() == survivors.tolist()
     with pytest.raises(ValueError):
         retained_mask(facts, column[:-1])
-    freed = bytes_freed(facts, survivors)
-    # batches 0-1 (a, b), 2, 4 and 8 lose every record: their whole size is freed
-    assert freed.removed_batches == 4 and freed.removed_records == 5
-    assert freed.batch_bytes == sizes[0] + sizes[1] + sizes[3] + sizes[7]
-    assert freed.record_bytes == 0
-    # a partial batch frees just its removed record's bytes
-    keep = survivors.copy()
-    keep[0] = True
-    partial = bytes_freed(facts, keep)
-    assert partial.batch_bytes == sizes[1] + sizes[3] + sizes[7]
-    assert partial.record_bytes == facts.column("record_size")[1].as_py()
-    # order does not matter (after a shuffle join) and a wrong-length mask is refused
-    order = np.random.default_rng(1).permutation(facts.num_rows)
-    assert bytes_freed(facts.take(pa.array(order)), survivors[order]) == freed
-    with pytest.raises(ValueError):
-        bytes_freed(facts, survivors[:-1])
-
-
-def test_compressed_batch_frees_its_compressed_share(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    transactions_partition(d)
-    facts, _ = partition_record_facts(d, COMPACT, NOW)
-    keep = np.ones(facts.num_rows, bool)
-    keep[facts.num_rows - 1] = False  # the second record of the gzip batch
-    freed = bytes_freed(facts, keep)
-    gz = facts.filter(pc.equal(facts.column("batch_base_offset"), 21)).to_pydict()
-    on_disk = gz["batch_size"][0] - RECORD_BATCH_OVERHEAD
-    expected = gz["record_size"][1] * on_disk / sum(gz["record_size"])
-    assert freed.record_bytes == round(expected) and freed.record_bytes < gz["record_size"][1]
+    # the cleaner's own round keeps exactly these records (it knows the aborted transaction
+    # from the .txnindex, which a broker's recovery writes)
+    PartitionLog.open(d, COMPACT, recovery_point=0).close()
+    result = clean_partition(d, COMPACT, NOW, apply=True)
+    assert result.status == CLEANED and result.stats.records_removed == len(gone)
+    after, _ = partition_record_facts(d, COMPACT, NOW)
+    kept = facts.column("offset").to_numpy()[survivors].tolist()
+    assert after.column("offset").to_pylist() == kept
 
 
 def test_chunks_give_the_same_facts(tmp_path: Path) -> None:
@@ -554,7 +533,7 @@ def test_real_broker_partition_split_into_segments(fixtures_dir: Path, tmp_path:
     survivors = kafka_retained(facts)
     assert facts.column("offset").to_numpy()[survivors].tolist() == kept
     assert len(kept) < len(expected)  # the split leaves something to remove
-    assert bytes_freed(facts, survivors).removed_records == len(expected) - len(kept)
+    assert int((~survivors).sum()) == len(expected) - len(kept)
 
 
 def test_cleaned_batches_with_gaps_and_empty_headers(tmp_path: Path) -> None:

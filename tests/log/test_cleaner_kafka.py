@@ -11,6 +11,7 @@ appends); compressed, Kafka's client must read the same batch headers and record
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from kafkalog_core.log.names import log_file_name, segment_log_files
 from kafkalog_core.log.segment.log_segment import LogSegment
 from kafkalog_core.maintenance.cleaner import CleanerSettings, clean_partition
 from kafkalog_core.maintenance.cleaner_audit import floor_segment
+from kafkalog_core.maintenance.cleaner_legacy import legacy_message, legacy_wrapper
 from kafkalog_core.record.batch import Compression, iter_batch_headers
+from kafkalog_core.record.encoder import Record, build_batch
 from tests.kafka_oracle import JAVA_DIR, kafka_client_read, run_java
 from tests.log.cleaner_logs import COMPACT, DAY, NOW, changelog_partition
 
@@ -104,6 +107,11 @@ def _kafka_round(
     for group in result.groups:
         lines.append("group")
         lines += [f"clean {source / log_file_name(b)}" for b in group]
+    lines += [
+        f"legacy-deletes-gone {source / log_file_name(s.base_offset)}"
+        for s in state.segments
+        if s.last_modified_ms <= state.delete_horizon_legacy_ms
+    ]
     spec = tmp_path / f"spec-{now}.txt"
     spec.write_text("\n".join(lines) + "\n")
     chunks: dict[int, list] = {}
@@ -162,7 +170,6 @@ def test_uncompressed_segments_match_kafka_byte_for_byte(tmp_path, monkeypatch, 
 def test_a_later_round_removes_what_the_horizons_release_as_kafka_does(
     tmp_path, monkeypatch, kafka_client
 ):
-    from kafkalog_core.record.encoder import Record, build_batch
 
     first = _copy(changelog_partition(tmp_path / "first" / "t-0"), tmp_path / "ours" / "t-0")
     result1, _, _ = _round(first, monkeypatch)
@@ -195,7 +202,14 @@ def test_compressed_batches_match_kafka_after_decompression(
     result, decisions, appends = _round(ours, monkeypatch)
     assert result.stats.batches_rebuilt
     kafka = _kafka_round(tmp_path, source, result, decisions)
-    theirs = tmp_path / "theirs" / "t-0"
+    read_theirs = _same_records_as_kafka(tmp_path, ours, result, appends, kafka)
+    assert any(b.compression == codec.kafka_name for b in read_theirs.batches)
+
+
+def _same_records_as_kafka(tmp_path: Path, ours: Path, result, appends, kafka):
+    """Each output segment: the same appends as Kafka's chunks, and Kafka's client reads the
+    same batch headers and records from both (compressed bytes may differ by codec library)."""
+    theirs = tmp_path / f"theirs-{result.end_offset}" / "t-0"
     theirs.mkdir(parents=True)
     for base, chunks in kafka.items():
         assert [a[:3] for a in appends[base]] == [c[:3] for c in chunks]
@@ -226,7 +240,6 @@ def test_compressed_batches_match_kafka_after_decompression(
     assert [batch_fields(b) for b in read_ours_batches] == [
         batch_fields(b) for b in read_theirs.batches
     ]
-    assert any(b.compression == codec.kafka_name for b in read_theirs.batches)
 
     def record_fields(r):
         return (r.segment, r.offset, r.timestamp, r.key, r.value, r.headers, r.control)
@@ -234,3 +247,70 @@ def test_compressed_batches_match_kafka_after_decompression(
     assert [record_fields(r) for r in read_ours.records if r.segment != active] == [
         record_fields(r) for r in read_theirs.records
     ]
+    return read_theirs
+
+
+LEGACY_FIXTURE = "kafkago_v1_v1c_v2_v2c_v2b_v2b_v2b_v2bc_v1b_v1bc.records.bin"
+
+
+def _legacy_partition(d: Path, fixtures_dir: Path) -> Path:
+    """kafka-go's mixed v1/v2 log (0..19), then a segment of every kind of legacy entry
+    (20..31), then an active v2 segment."""
+    d.mkdir(parents=True)
+    (d / log_file_name(0)).write_bytes((fixtures_dir / "batches" / LEGACY_FIXTURE).read_bytes())
+    ts = NOW - 2 * DAY
+    entries = [
+        # v1 gzip: x1 superseded, y's tombstone superseded by 31: rebuilt with 20 and 22
+        legacy_wrapper(
+            [(20, ts, b"alpha", b"a-new"), (21, ts, b"x", b"x1"), (22, ts + 1, b"x", b"x2"),
+             (23, ts, b"y", None)],
+            1,
+            Compression.GZIP,
+        )[0],
+        legacy_message(24, 0, 0, -1, b"y0", None),  # a v0 tombstone: the legacy horizon's
+        legacy_message(25, 1, 0, ts, None, b"no key"),  # goes
+        legacy_wrapper([(26, -1, b"z", b"z1"), (27, -1, b"z", b"z2")], 0, Compression.LZ4)[0],
+        legacy_wrapper(  # LogAppendTime: the rebuilt wrapper keeps its time
+            [(28, ts, b"w", b"w1"), (29, ts, b"w", b"w2"), (30, ts, b"v", b"v")],
+            1,
+            Compression.SNAPPY,
+            log_append_time=ts + 5,
+        )[0],
+        legacy_message(31, 1, 0, ts, b"y", b"y-back"),  # ends the round: it stays
+    ]  # fmt: skip
+    (d / log_file_name(20)).write_bytes(b"".join(entries))
+    (d / log_file_name(32)).write_bytes(build_batch([Record(0, NOW, b"v", b"v2")], base_offset=32))
+    return d
+
+
+def test_legacy_entries_are_cleaned_as_kafka_cleans_them(
+    tmp_path, monkeypatch, kafka_client, fixtures_dir
+):
+    source = _legacy_partition(tmp_path / "source" / "t-0", fixtures_dir)
+    ours = _copy(source, tmp_path / "ours" / "t-0")
+    result, decisions, appends = _round(ours, monkeypatch)
+    stats = result.stats
+    assert stats.batches_rebuilt == 3 and stats.batches_copied and stats.batches_removed
+    assert stats.null_key_removed == 1 and stats.superseded_removed > 4
+    kafka = _kafka_round(tmp_path, source, result, decisions)
+    read = _same_records_as_kafka(tmp_path, ours, result, appends, kafka)
+    kept = {r.offset: r.value for r in read.records}
+    assert 21 not in kept and 23 not in kept and 24 in kept and kept[31] == b"y-back"
+
+
+def test_legacy_tombstones_go_past_the_legacy_horizon_as_kafka_removes_them(
+    tmp_path, monkeypatch, kafka_client, fixtures_dir
+):
+    # the last clean segment (0) is new; the dirty one is 3 days older: past delete.retention.ms
+    source = _legacy_partition(tmp_path / "source" / "t-0", fixtures_dir)
+    os.utime(source / log_file_name(0), ns=(NOW * 10**6, NOW * 10**6))
+    old = (NOW - 3 * DAY) * 10**6
+    os.utime(source / log_file_name(20), ns=(old, old))
+    ours = _copy(source, tmp_path / "ours" / "t-0")
+    eager = COMPACT.with_overrides({"min.cleanable.dirty.ratio": "0.01"})
+    result, decisions, appends = _round(ours, monkeypatch, checkpoint=20, config=eager)
+    assert result.state.delete_horizon_legacy_ms == NOW - COMPACT.delete_retention_ms
+    assert result.stats.tombstones_removed == 1  # y0, the v0 tombstone
+    kafka = _kafka_round(tmp_path, source, result, decisions)
+    read = _same_records_as_kafka(tmp_path, ours, result, appends, kafka)
+    assert 24 not in {r.offset for r in read.records}

@@ -64,7 +64,7 @@ def decode_records(
 
     Consecutive v2 batches are decoded in one vectorized pass. Control batches (transaction
     markers) are left out unless `include_control`, as a consumer would. `with_sizes` adds
-    the `record_size` column (RECORD_SIZE_FIELD): what the compaction audit counts as freed.
+    the `record_size` column (RECORD_SIZE_FIELD): each record's encoded bytes in its batch.
     `values=False` gives `value_size` (VALUE_SIZE_FIELD, -1 = null) in place of the `value`
     column, for readers that only ask whether a value is there (no copy of the value bytes).
     `headers` are the batches of `buf[start:end]` when the caller has already walked them

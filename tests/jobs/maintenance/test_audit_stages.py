@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs.maintenance import audit_stages
-from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state
+from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state
 from kafkalog_core.maintenance.cleaner_facts import kafka_retained, partition_record_facts
 from tests.log.test_cleaner_audit import COMPACT, NOW, transactions_partition
 
@@ -44,8 +44,7 @@ def _audit(root: Path, dirs: list[str], buckets: int, units_per_task: int):
     decode = audit_stages.decode_task(str(root), NOW, buckets)
     pairs = [pair for text in texts for pair in decode(iter([text]))]
     keyed = [p for part in _shuffle(pairs, buckets) for p in audit_stages.key_task(iter(part))]
-    freed = [p for part in _shuffle(keyed, buckets) for p in audit_stages.freed_task(iter(part))]
-    return audit_stages.merge_partials(freed)
+    return audit_stages.merge_partials(keyed)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +69,8 @@ def test_merged_partials_match_the_single_process_reference(two_partitions) -> N
     facts, counts = partition_record_facts(two_partitions / "t-0", COMPACT, NOW, state=state)
     keep = kafka_retained(facts)
     assert merged["counts"] == counts
-    assert merged["freed"] == bytes_freed(facts, keep)
-    assert merged["freed"].removed_records == int((~keep).sum()) > 0
+    tombstones = facts.column("value_is_null").to_numpy() & ~facts.column("is_control").to_numpy()
+    assert merged["tombstones_removable"] == int((tombstones & ~keep).sum()) > 0
     # keyed, non-aborted data: the latest record per key survives supersession
     latest: dict[bytes, int] = defaultdict(int)
     rows = facts.to_pylist()
@@ -88,4 +87,12 @@ def test_merged_partials_match_the_single_process_reference(two_partitions) -> N
     ]
     assert merged["distinct_keys"] == len(latest)
     assert merged["superseded"] == len(superseded) > 0
+    # what the round leaves of them: in the active segment, or superseded only from there
+    active = state.active_segment_base_offset
+    removed = {r["offset"] for r, k in zip(rows, keep, strict=True) if not k}
+    in_active = [r for r in superseded if r["offset"] >= active]
+    left = [r for r in superseded if r["offset"] < active and r["offset"] not in removed]
+    assert merged["superseded_in_active_segment"] == len(in_active)
+    assert merged["superseded_left_by_round"] == len(left)
+    assert len(in_active) + len(left) > 0
     assert merged["superseded_bytes"] == sum(r["record_size"] for r in superseded)

@@ -10,10 +10,14 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+import jobs.compact as compact_job
 import jobs.compaction_audit as audit_job
 from jobs.maintenance.report import read_report
-from kafkalog_core.maintenance.cleaner_audit import bytes_freed, partition_cleaning_state
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.maintenance.cleaner import CleanerSettings, clean_partition
+from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state
 from kafkalog_core.maintenance.cleaner_facts import kafka_retained, partition_record_facts
+from tests.log.cleaner_logs import changelog_partition
 from tests.log.test_cleaner_audit import (
     COMPACT,
     NOW,
@@ -95,17 +99,19 @@ def test_html_with_no_file_goes_beside_the_log_dir_not_into_the_current_dir() ->
 def test_generated_partition_matches_the_single_process_reference(spark, tmp_path: Path) -> None:
     root = tmp_path / "logs"
     transactions_partition(root / "t-0")
+    d = root / "t-0"
+    PartitionLog.open(d, COMPACT, recovery_point=0).close()  # its .txnindex, as a broker's
     (tmp_path / "t.yaml").write_text("topics:\n  t: {cleanup.policy: compact}\n")
     result = audit_job.run(
         spark, str(root), topic_config=str(tmp_path / "t.yaml"), now=NOW, out=lambda _l: None
     )
     (row,) = result.rows.to_pylist()
-    d = root / "t-0"
     state = partition_cleaning_state(d, COMPACT, None, NOW)
     facts, counts = partition_record_facts(d, COMPACT, NOW, state=state)
     keep = kafka_retained(facts)
     assert row["removable_records_now"] == int((~keep).sum()) > 0
-    assert row["bytes_freed_now"] == bytes_freed(facts, keep).total > 0
+    round_ = clean_partition(d, COMPACT, NOW)
+    assert row["bytes_freed_now"] == round_.bytes_before - round_.bytes_after > 0
     assert row["records"] == counts.records == 12
     assert (row["null_key_records"], row["tombstones"], row["aborted_records"]) == (1, 3, 1)
     assert row["transaction_markers"] == 2
@@ -144,3 +150,48 @@ def test_a_partition_split_by_segment_gives_the_same_report(spark, tmp_path: Pat
     ]
     assert runs[0] == runs[1]
     assert runs[0][0]["removable_records_now"] > 0
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [CleanerSettings(), CleanerSettings(dedupe_buffer_size=96)],  # a map of 3 keys: it fills
+    ids=["default", "map-full"],
+)
+def test_the_audit_reports_what_compact_does_on_the_same_log(
+    spark, tmp_path: Path, settings: CleanerSettings
+) -> None:
+    root = tmp_path / "logs"
+    changelog_partition(root / "t-0")
+    transactions_partition(root / "t-1")  # written without its .txnindex
+    conf = tmp_path / "t.yaml"
+    conf.write_text(
+        "topics:\n  t: {cleanup.policy: compact, segment.bytes: 1200, index.interval.bytes: 256}\n"
+    )
+    common = {"topic_config": str(conf), "now": NOW, "settings": settings, "out": lambda _l: None}
+    audit_result = audit_job.run(spark, str(root), **common)
+    compact_result = compact_job.run(spark, str(root), **common)
+    audit, compact = audit_result.rows.to_pylist(), compact_result.rows.to_pylist()
+    assert len(audit) == len(compact) == 2
+    for a, c in zip(audit, compact, strict=True):
+        assert a["round_end_offset"] == c["round_end_offset"] is not None
+        assert (a["round_bytes_before"], a["round_bytes_after"]) == (
+            c["bytes_before"],
+            c["bytes_after"],
+        )
+        assert a["bytes_freed_now"] == c["bytes_before"] - c["bytes_after"] > 0
+        assert a["removable_records_now"] == c["records_read"] - c["records_kept"] > 0
+        assert a["offset_map_full"] == c["map_full"]
+        # the active segment is never read: its superseded records stay, on their own line
+        assert a["round_end_offset"] <= a["first_uncleanable_offset"]
+    full = settings.max_keys < 10
+    assert any(a["offset_map_full"] for a in audit) == full
+    if full:
+        assert all(a["round_end_offset"] < a["first_uncleanable_offset"] for a in audit)
+        assert "the offset map fills at 3 keys" in audit[0]["verdict"]
+    # the hand-written partition has no .txnindex: both keep the aborted record, and say why
+    assert ".txnindex" in audit[1]["verdict"] and audit[1]["aborted_records"] == 0
+    # the same totals on both screens
+    audit_summary, compact_summary = audit_result.summary, compact_result.summary
+    freed = re.search(r"(\S+ \S+ -> \S+ \S+), (\d+) records removed", compact_summary)
+    assert freed and f"{freed.group(1)}, {freed.group(2)} records removed" in audit_summary
+    assert "left in the active segments" in audit_summary
