@@ -93,9 +93,14 @@ class KafkaLogDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jobs.datasource.sink_columns import check_sink_schema
-        from jobs.datasource.writer import KafkaLogWriter, parse_write_options, resolve_encodings
+        from jobs.datasource.writer import (
+            KafkaLogWriter,
+            parse_write_options,
+            resolve_encodings,
+            with_existing_partitions,
+        )
 
-        options = parse_write_options(self.options)
+        options = with_existing_partitions(parse_write_options(self.options), overwrite)
         # on the driver, before any task
         check_sink_schema(schema, options.topic, {f.field for f in options.formats})
         options = resolve_encodings(options, schema)

@@ -41,9 +41,10 @@ Spark refuses `errorifexists` (its default) and `ignore` itself for Python data 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,9 @@ from jobs.ingestion.tasks.writer import (
 from jobs.schemas.settings import SchemaSettings, settings_from_options
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
+from kafkalog_core.log import PartitionLog
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
-from kafkalog_core.log.names import partition_dir_name
+from kafkalog_core.log.names import live_partition_dirs, partition_dir_name
 from kafkalog_core.log.partition.append import batch_options_for
 from kafkalog_core.schema.encoding import Encoding
 
@@ -103,6 +105,7 @@ class WriteOptions:
     # driver has resolved them against the DataFrame's types, their encodings)
     formats: tuple[SchemaSettings, ...] = ()
     encodings: dict[str, Encoding] = dataclasses.field(default_factory=dict)
+    given_partitions: dict[str, int] = dataclasses.field(default_factory=dict)  # topics.<t>.
 
     def log_config(self, topic: str) -> LogConfig:
         partitions, settings = self.topics.get(topic) or self.defaults or (1, {})
@@ -173,7 +176,50 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         started_ms=int(time.time() * 1000),
         topic_ids=topic_ids,
         formats=formats,
+        given_partitions={t: n for t, n in partitions.items() if t is not None},
     )
+
+
+def existing_partition_counts(root: str | Path) -> dict[str, int]:
+    """Each topic's partition count in a log dir, from its partition dirs (highest + 1): what a
+    producer learns from the cluster's metadata."""
+    if not Path(root).is_dir():
+        return {}
+    return _partition_counts(
+        (topic, partition) for topic, partition, _ in live_partition_dirs(root)
+    )
+
+
+def _partition_counts(partitions: Iterable[tuple[str, int]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for topic, partition in partitions:
+        counts[topic] = max(counts.get(topic, 0), partition + 1)
+    return counts
+
+
+def _count_mismatch(topic: str, given: int, found: int, root: str) -> ConfigError:
+    return ConfigError(
+        f"option topics.{topic}.partitions={given}: topic {topic!r} has {found} partitions in "
+        f"{root}; an append keeps a topic's partition count (leave the option out, or overwrite)"
+    )
+
+
+def with_existing_partitions(options: WriteOptions, overwrite: bool) -> WriteOptions:
+    """An existing topic's partition count for the keyed rows, as a producer's default
+    partitioner takes it from the cluster: murmur2(key) % the real count. Appending with another
+    explicit count is refused (Kafka never shrinks a topic, and growing one moves keys); an
+    overwrite replaces the topic and may give it another count."""
+    counts = existing_partition_counts(options.root)
+    topics = dict(options.topics)
+    default_settings = options.defaults[1] if options.defaults else {}
+    for topic, found in counts.items():
+        given = options.given_partitions.get(topic)
+        if given is not None and given != found:
+            if overwrite:
+                continue
+            raise _count_mismatch(topic, given, found, options.root)
+        topics[topic] = (found, topics.get(topic, (found, dict(default_settings)))[1])
+    return dataclasses.replace(options, topics=topics)
 
 
 def resolve_encodings(options: WriteOptions, schema: Any) -> WriteOptions:
@@ -357,6 +403,51 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(staging_root(self.options.root, self.options.run_id), ignore_errors=True)
 
 
+def _check_partition_counts(
+    options: WriteOptions, manifests: list[TaskManifest], found: Mapping[tuple[str, int], Any]
+) -> None:
+    """Under the run lock: a topic another write created or grew since this one was planned
+    would get keys placed for the wrong count; refused, nothing published."""
+    counts = _partition_counts(found)
+    for topic in sorted({m.topic for m in manifests}):
+        if topic in counts and counts[topic] != options.partitions(topic):
+            raise ConfigError(
+                f"topic {topic!r} has {counts[topic]} partitions in {options.root} now, this "
+                f"write placed its keys for {options.partitions(topic)}: nothing was published "
+                "(run it again)"
+            )
+
+
+def _create_empty_partitions(
+    root: Path,
+    options: WriteOptions,
+    placed: list[TaskManifest],
+    found: Mapping[tuple[str, int], Any],
+    topic_ids: Mapping[str, str],
+) -> None:
+    """A topic this write creates gets every one of its partitions, as Kafka creates a topic:
+    those no row went to are empty partition dirs, so the dirs tell the next append the count.
+
+    Each is made in the run's staging and renamed in, before the publish: a kill leaves whole
+    empty partitions, which the same write run again publishes into or leaves as they are.
+    (An overwrite's topics keep only the partitions it writes: their old dirs are in place.)"""
+    existing = {topic for topic, _ in found}
+    holding: dict[str, set[int]] = {}
+    for m in placed:
+        holding.setdefault(m.topic, set()).add(m.partition)
+    for topic in sorted(set(holding) - existing):
+        for partition in range(options.partitions(topic)):
+            name = partition_dir_name(topic, partition)
+            if partition in holding[topic] or (root / name).exists():
+                continue
+            staged = staging_root(root, options.run_id) / "empty" / name
+            shutil.rmtree(staged, ignore_errors=True)
+            PartitionLog.create(
+                staged, options.log_config(topic), topic_id=topic_id_from_str(topic_ids[topic])
+            ).close()
+            os.replace(staged, root / name)
+
+
 def commit_write(
     options: WriteOptions, manifests: list[TaskManifest], *, overwrite: bool = False
 ) -> RelayoutReport | None:
@@ -376,6 +467,7 @@ def commit_write(
         replaced = {m.topic for m in manifests} | ({options.topic} if options.topic else set())
         if not overwrite:
             replaced = set()
+            _check_partition_counts(options, manifests, found)
         state = {tp: s for tp, s in found.items() if tp[0] not in replaced}
         retired = tuple(partition_dir_name(*tp) for tp in found if tp[0] in replaced)
         check_configured_topic_ids(options.topic_ids, state)
@@ -390,6 +482,9 @@ def commit_write(
         )
         placed, relaid = relayout(placed, settings, thread_runner(settings))
         topics = {m.topic for m in placed}
+        ids = topic_ids_for(topics, found, options.topic_ids)
+        if not overwrite:
+            _create_empty_partitions(run.root, options, placed, found, ids)
         info = RunInfo(
             source="dataframe",
             started_at_ms=options.started_ms,
@@ -404,7 +499,7 @@ def commit_write(
             output_root=run.root,
             run_id=options.run_id,
             run_info=info,
-            topic_ids=topic_ids_for(topics, found, options.topic_ids),
+            topic_ids=ids,
             retired=retired,
         )
         publish(plan)
