@@ -20,6 +20,7 @@ created again).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -71,12 +73,14 @@ def rate_limit(
 
 
 class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches of offset ranges; maxOffsetsPerTrigger and Trigger.AvailableNow."""
+    """Micro-batches of offset ranges; maxOffsetsPerTrigger, minOffsetsPerTrigger with
+    maxTriggerDelay, and Trigger.AvailableNow."""
 
     def __init__(self, options: ReadOptions, decoded: DecodedColumns | None = None) -> None:
         self.options = options
         self.decoded = decoded
         self._target: dict[TopicPartition, tuple[int, int]] | None = None  # AvailableNow's end
+        self._last_trigger_ms = 0  # minOffsetsPerTrigger: when the last micro-batch was let go
 
     def _ranges(self) -> dict[TopicPartition, tuple[int, int]]:
         """(log start offset, latest offset) of every subscribed partition, listed afresh."""
@@ -106,8 +110,27 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
         return {PENDING_START: self.options.starting.option or self.options.starting.kind}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        """Spark's: minOffsetsPerTrigger as ReadMinRows (PySpark has no composite limit, so a
+        maxOffsetsPerTrigger beside it is applied from the options), else maxOffsetsPerTrigger."""
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         limit = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def _delay(
+        self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int], min_rows: int
+    ) -> bool:
+        """Spark's delayBatch: wait for min_rows new records, at most maxTriggerDelay since the
+        last micro-batch."""
+        now = int(time.time() * 1000)
+        if now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        waiting = sum(end - begin.get(tp, 0) for tp, end in latest.items())
+        if waiting < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         self._target = self._ranges()
@@ -124,8 +147,17 @@ class KafkaLogStreamReader(SliceReading, DataSourceStreamReader, SupportsTrigger
         # end below the start stays so: `partitions` reports it
         first = {tp: begin.get(tp, log_start) for tp, (log_start, _) in ranges.items()}
         latest = {tp: end for tp, (_, end) in ranges.items()}
-        if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(first, latest, limit.max_rows)
+        max_rows = self.options.max_offsets_per_trigger
+        if isinstance(limit, ReadMinRows):
+            # Trigger.AvailableNow reads what is there, never waiting for more
+            if self._target is None and self._delay(begin, latest, limit.min_rows):
+                return start
+        elif isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        else:
+            max_rows = None
+        if max_rows is not None:
+            latest = rate_limit(first, latest, max_rows)
         return offsets_json(latest)
 
     def reportLatestOffset(self) -> dict | None:  # noqa: N802

@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from jobs.datasource.options import is_connection_option, warn_ignored
 from jobs.datasource.slices import LOG
 from jobs.ingestion.commit.plan import RunInfo, plan_publish
 from jobs.ingestion.commit.publish import publish
@@ -127,9 +128,13 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = None
     topic_ids: dict[str, str] = {}
     formats = settings_from_options(options)
+    ignored: list[str] = []
     for name, value in options.items():
         lower = name.lower()
         if lower == "path" or lower.split(".", 1)[0] in ("key", "value"):
+            continue
+        if is_connection_option(name):  # format("kafka")'s producer settings
+            ignored.append(name)
             continue
         if lower == "topic":
             topic = value
@@ -157,6 +162,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                 "topics.<name>.partitions, topics.<name>.config.<setting>, topics.<name>.topic_id, "
                 "key.<format setting>, value.<format setting>)"
             )
+    warn_ignored(ignored, "they configure a Kafka producer; a log dir is written without one")
     for name, settings in [("topic_defaults", defaults), *topics.items()]:
         try:
             LogConfig.from_dict(settings)
@@ -281,6 +287,7 @@ def _rules(options: WriteOptions, by_key: bool) -> MappingRules:
         defaults=None if options.defaults is None else rules(*options.defaults),
         by_key=by_key,
         null_keys="round_robin",
+        null_partition_by_key=True,
     )
 
 
@@ -330,8 +337,11 @@ def _bytes(batch: pa.RecordBatch, name: str, options: WriteOptions) -> pa.Array:
 
 
 def _millis(column: pa.Array, null_ms: int) -> pa.Array:
-    """Epoch ms of Spark's microsecond timestamps, floored as Spark's Kafka sink floors them
-    (a cast to ms would refuse sub-millisecond values); null is `null_ms`."""
+    """Epoch ms of Spark's microsecond timestamps, floored (a cast to ms would refuse
+    sub-millisecond values), or of a long column of epoch ms; null is `null_ms`."""
+    if pa.types.is_integer(column.type):  # epoch milliseconds already
+        millis = column.cast(pa.int64())
+        return millis.fill_null(null_ms) if millis.null_count else millis
     micros = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
     micros = micros.fill_null(null_ms * 1000) if micros.null_count else micros
     return pa.array(np.floor_divide(micros.to_numpy(), 1000))
