@@ -51,7 +51,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from jobs.datasource.options import is_connection_option, warn_ignored
 from jobs.datasource.slices import LOG
@@ -517,3 +521,63 @@ def commit_write(
     # in a notebook: the relayout's summary is a log record, for whoever configures logging.
     LOG.info("kafkalog: run %s: %s", options.run_id, relaid.describe())
     return relaid
+
+
+# Spark sets these on every task of a streaming query's micro-batch (StreamExecution); the
+# query id is kept in the checkpoint, so a restarted query replays a batch with the same ones.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def stream_run_id(prefix: str | None) -> str:
+    """The run id of the micro-batch this task writes: `<runId option or stream-<query id>>-
+    batch-<batch id>`, the same when Spark replays the batch, so its commit is a no-op then."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+    if query is None or batch is None:
+        raise KafkaLogError(
+            'kafkalog: writeStream.format("kafkalog") runs in a streaming query\'s micro-batch '
+            f"(no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} on this task)"
+        )
+    return f"{prefix or 'stream-' + query}-batch-{batch}"
+
+
+class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("kafkalog")`: each micro-batch is one `df.write` (the same tasks,
+    the same commit), whose run id is the query's and the batch's: exactly once per batch."""
+
+    def __init__(self, options: WriteOptions, has_partition_column: bool, run_prefix: str | None):
+        self.options = options
+        self.has_partition_column = has_partition_column
+        self.run_prefix = run_prefix
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        options = dataclasses.replace(
+            self.options,
+            run_id=stream_run_id(self.run_prefix),
+            started_ms=int(time.time() * 1000),
+        )
+        return KafkaLogWriter(options, self.has_partition_column).write(iterator)
+
+    def commit(self, messages: list[KafkaLogCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        manifests = [
+            TaskManifest.from_json(text) for m in messages if m is not None for text in m.manifests
+        ]
+        runs = {m.run_id for m in manifests}
+        if not runs:
+            return  # an empty micro-batch: nothing staged, nothing to publish
+        if len(runs) > 1:
+            raise KafkaLogError(f"kafkalog: micro-batch {batchId} staged as runs {sorted(runs)}")
+        commit_write(dataclasses.replace(self.options, run_id=runs.pop()), manifests)
+
+    def abort(self, messages: list[KafkaLogCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        for run_id in {
+            TaskManifest.from_json(text).run_id
+            for m in messages
+            if m is not None
+            for text in m.manifests
+        }:
+            shutil.rmtree(staging_root(self.options.root, run_id), ignore_errors=True)
