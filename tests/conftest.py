@@ -56,15 +56,27 @@ def manifest(fixtures_dir: Path) -> dict:
     return json.loads((fixtures_dir / "MANIFEST.json").read_text())
 
 
-def session_builder(app_name: str, driver_memory: str = "2g"):
+# The jar groups (tests/jvm_deps.py) of the run's one SparkSession: a process has one Spark
+# driver, so every test that reads with Spark's own Kafka source or Avro functions shares it.
+SPARK_JAR_GROUPS = ("spark-kafka", "spark-avro")
+
+
+def session_builder(app_name: str, driver_memory: str = "2g", jar_groups: tuple[str, ...] = ()):
     """The tests' local Spark setup (local[2], no UI, few shuffle partitions, UTC), shared by
-    the session's `spark` and the Hive process of `test_hive_tables`."""
+    the session's `spark`, the Hive process of `test_hive_tables` and bench/. `jar_groups` adds
+    those groups of tests/java/pom.xml with spark.jars (fetched on first use; raises
+    jvm_deps.JvmDepsUnavailable saying what to fetch)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from tests import jvm_deps
+
+    builder = SparkSession.builder
+    if jar_groups:
+        builder = builder.config("spark.jars", jvm_deps.spark_jars(*jar_groups))
     return (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -77,8 +89,14 @@ def session_builder(app_name: str, driver_memory: str = "2g"):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local SparkSession for the whole run."""
-    session = session_builder("kafkalog-tests").getOrCreate()
+    """One local SparkSession for the whole run, with SPARK_JAR_GROUPS on its class path."""
+    from tests import jvm_deps
+
+    try:
+        builder = session_builder("kafkalog-tests", jar_groups=SPARK_JAR_GROUPS)
+    except jvm_deps.JvmDepsUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -95,6 +113,48 @@ def kafka_client():
     except kafka_oracle.OracleUnavailable as e:
         pytest.fail(str(e), pytrace=False)
     return kafka_oracle
+
+
+@pytest.fixture(scope="module")
+def broker_configs() -> dict[str, object]:
+    """Broker configs for this module's `kafka_broker` / `kafka_cluster3` at start: a module
+    overrides this fixture (e.g. {"log.cleaner.backoff.ms": 100})."""
+    return {}
+
+
+def _started_cluster(root: Path, nodes: int, configs: dict[str, object], heap: str):
+    from tests import jvm_deps
+    from tests.kafka_cluster import KafkaCluster
+
+    cluster = KafkaCluster(root, nodes, configs=configs, heap=heap)
+    try:
+        cluster.start()
+    except jvm_deps.JvmDepsUnavailable as e:
+        cluster.close()
+        pytest.fail(str(e), pytrace=False)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(tmp_path_factory, broker_configs):
+    """One live KRaft node (tests/kafka_cluster.py) for the test module, started with
+    `broker_configs`; stopped cleanly at the module's end. A test may stop, restart or kill it,
+    but leaves it running for the next."""
+    cluster = _started_cluster(tmp_path_factory.mktemp("kafka"), 1, broker_configs, "384m")
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster3(tmp_path_factory, broker_configs):
+    """Three live KRaft brokers (ids 1..3) and their dedicated controller, for replication
+    tests, started with `broker_configs`; stopped at the module's end."""
+    cluster = _started_cluster(tmp_path_factory.mktemp("kafka3"), 3, broker_configs, "256m")
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,48 +1,34 @@
 """Apache Kafka's own Java client as the test oracle for every byte kafkalog writes.
 
 Kafka's client classes (FileRecords, the record batches and records it yields) read what we wrote,
-so a bug shared by our encoder and our decoder cannot hide. The jars come from PyPI:
-shigawire-apache-flink-libraries ships Apache Kafka 3.9.1's kafka-clients.jar with the codec jars
-it needs (lz4-java, snappy-java, zstd-jni) and slf4j-api. The first use downloads that wheel
-once, keeps only those five jars (checked against pinned SHA-256 digests) in
-`${XDG_CACHE_HOME:-~/.cache}/kafkalog/kafka-clients-3.9.1/jars`, and deletes the wheel; later
-runs find them there.
+so a bug shared by our encoder and our decoder cannot hide. The jars are the `oracle` group of
+tests/java/pom.xml (kafka-clients, pinned, with the codec jars it needs: lz4-java, snappy-java,
+zstd-jni, and slf4j-api), fetched with Maven into `${XDG_CACHE_HOME:-~/.cache}/kafkalog/jvm/` on
+first use by tests/jvm_deps.py.
 
 - `run_java(source, *args, stdin=None)`: run a single-file Java program against those jars.
 - `kafka_client_read(log_dir)`: tests/java/ReadLog.java over a log dir (or a partition dir).
 
-Each program is compiled once per version of its source (with javac, cached beside the jars), so
-a call costs one JVM start; `java -cp 'JARS/*' tests/java/ReadLog.java LOGDIR` runs it by hand. Tests take the session fixture `kafka_client` (tests/conftest.py), which
-fetches the jars or fails with one line saying what to fetch.
+Each program is compiled once per version of its source and of the jars (with javac, cached beside
+the jars), so a call costs one JVM start; `java -cp 'JARS/*' tests/java/ReadLog.java LOGDIR` runs
+it by hand. Tests take the session fixture `kafka_client` (tests/conftest.py), which fetches the
+jars or fails with one line saying what to fetch.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-KAFKA_VERSION = "3.9.1"
-WHEEL = "shigawire-apache-flink-libraries==2.0.0.post1"
-WHEEL_JAR_DIR = "pyflink/lib"
-JARS = {  # name in WHEEL_JAR_DIR -> SHA-256
-    "kafka-clients.jar": "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9",
-    "lz4-java.jar": "d74a3334fb35195009b338a951f918203d6bbca3d1d359033dc33edd1cadc9ef",
-    "snappy-java.jar": "4c766cb3f855415ee734b2392949a0b6f12a60879334a74518deaf6270d32e36",
-    "zstd-jni.jar": "793ca8734aa15687e7e64564eab8b6ae9ee2720eae27aa663074682144b1c386",
-    "slf4j-api.jar": "d3ef575e3e4979678dc01bf1dcce51021493b4d11fb7f1be8ad982877c16a1c0",
-}
+from tests import jvm_deps
+
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 READ_LOG = JAVA_DIR / "ReadLog.java"
 # A short-lived JVM: the client compiler only, one GC thread, no class-data surprises.
@@ -50,86 +36,20 @@ JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 
 
 class OracleUnavailable(RuntimeError):
-    """Kafka's client jars could not be fetched or are not what was pinned."""
+    """Kafka's client jars could not be fetched, or there is no JDK to compile the programs."""
 
 
 class JavaProgramError(RuntimeError):
     """A Java program exited non-zero (for ReadLog: Kafka's client refused a segment)."""
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafkalog" / f"kafka-clients-{KAFKA_VERSION}"
-
-
-@contextlib.contextmanager
-def _locked(cache: Path) -> Iterator[None]:
-    """One fetch or compile at a time across processes (pytest-xdist workers share the cache)."""
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _fetch_jars(into: Path) -> None:
-    """Download the wheel into a temp dir, keep only JARS (checked), delete the wheel."""
-    with tempfile.TemporaryDirectory(dir=into.parent, prefix=".wheel-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        proc = subprocess.run([*cmd, "-d", tmp, WHEEL], capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if proc.returncode != 0 or len(wheels) != 1:
-            last = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-            raise OracleUnavailable(f"pip download failed: {last}")
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            for name in JARS:
-                with wheel.open(f"{WHEEL_JAR_DIR}/{name}") as src, open(into / name, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-    for name, digest in JARS.items():
-        if _sha256(into / name) != digest:
-            raise OracleUnavailable(
-                f"{name} from {WHEEL} is not the pinned build (SHA-256 differs)"
-            )
-    with zipfile.ZipFile(into / "kafka-clients.jar") as jar:
-        props = jar.read("kafka/kafka-version.properties").decode()
-    if f"version={KAFKA_VERSION}" not in props.splitlines():
-        raise OracleUnavailable(f"kafka-clients.jar is not Apache Kafka {KAFKA_VERSION}: {props!r}")
-
-
 def kafka_client_jars() -> Path:
-    """The folder holding Kafka's client jars, fetched on first use (atomically: a temp dir
-    renamed into place, so an interrupted fetch leaves nothing that looks complete)."""
-    jars = cache_dir() / "jars"
-    if jars.is_dir():
-        return jars
-    with _locked(cache_dir()):
-        if jars.is_dir():
-            return jars
-        tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".jars-"))
-        tmp.chmod(0o755)
-        try:
-            _fetch_jars(tmp)
-            tmp.rename(jars)
-        except Exception as e:
-            raise OracleUnavailable(
-                f"Kafka's client jars (Apache Kafka {KAFKA_VERSION}) are needed to check the "
-                f"written logs and could not be fetched: {e}. Fetch them with "
-                f"`pip download --no-deps {WHEEL}` and put {', '.join(JARS)} from its "
-                f"{WHEEL_JAR_DIR}/ into {jars}/"
-            ) from e
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return jars
+    """The folder holding Kafka's client jars (tests/java/pom.xml's `oracle` group), fetched
+    with Maven on first use."""
+    try:
+        return jvm_deps.jar_dir("oracle")
+    except jvm_deps.JvmDepsUnavailable as e:
+        raise OracleUnavailable(str(e)) from e
 
 
 def require_oracle() -> Path:
@@ -144,12 +64,13 @@ def require_oracle() -> Path:
 
 
 def _compiled(source: Path, jars: Path) -> Path:
-    """The classes of `source`, compiled once per version of its text (cached beside the jars)."""
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    classes = cache_dir() / "classes" / f"{source.stem}-{digest}"
+    """The classes of `source`, compiled once per version of its text and of the jars (cached
+    beside the jars)."""
+    digest = hashlib.sha256(source.read_bytes() + jars.name.encode()).hexdigest()[:16]
+    classes = jvm_deps.cache_root() / "classes" / f"{source.stem}-{digest}"
     if classes.is_dir():
         return classes
-    with _locked(cache_dir()):
+    with jvm_deps.cache_lock():
         if classes.is_dir():
             return classes
         classes.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +80,7 @@ def _compiled(source: Path, jars: Path) -> Path:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise JavaProgramError(f"javac {source.name} failed:\n{proc.stderr}")
+            tmp.chmod(0o755)
             tmp.rename(classes)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

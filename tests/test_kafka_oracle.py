@@ -108,14 +108,12 @@ def test_a_damaged_segment_fails_the_oracle(
 def test_jars_that_cannot_be_fetched_fail_with_what_to_fetch(monkeypatch, tmp_path: Path) -> None:
     from tests import kafka_oracle
 
-    empty = tmp_path / "no-wheels"
-    empty.mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip finds nothing: no index, an empty find-links
-    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn
     with pytest.raises(kafka_oracle.OracleUnavailable) as err:
         kafka_oracle.kafka_client_jars()
-    jars = tmp_path / "cache/kafkalog/kafka-clients-3.9.1/jars"
-    assert f"pip download --no-deps {kafka_oracle.WHEEL}" in str(err.value)
-    assert f"into {jars}/" in str(err.value)
-    assert [p.name for p in jars.parent.iterdir()] == [".lock"]  # nothing half-fetched
+    message = str(err.value)
+    assert "\n" not in message and "`mvn` is not on PATH" in message
+    assert "-P oracle dependency:copy-dependencies" in message
+    root = tmp_path / "cache/kafkalog/jvm"
+    assert [p.name for p in root.iterdir()] == [".lock"]  # nothing half-fetched
