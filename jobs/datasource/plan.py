@@ -90,9 +90,8 @@ def check_start_before_end(
         end = ends.get((topic, partition))
         if end is not None and start > end:
             raise DataSourceOptionError(
-                f"kafkalog: Beginning offset {start} is after the ending offset {end} for topic "
-                f"{topic} partition {partition}. You either provided an invalid fromOffset, or "
-                "the Kafka topic has been damaged (startingOffsets / endingOffsets)"
+                f"kafkalog: The specified start offset {start} is greater than the end offset "
+                f"{end} for topic {topic} partition {partition}. (startingOffsets / endingOffsets)"
             )
 
 

@@ -112,7 +112,10 @@ def test_a_start_after_the_end_is_an_error(root: Path) -> None:
             "endingOffsets": '{"s": {"0": 20, "1": 40}}',
         }
     )
-    with pytest.raises(DataSourceOptionError, match="Beginning offset 30 is after the ending"):
+    with pytest.raises(
+        DataSourceOptionError,
+        match="start offset 30 is greater than the end offset 20 for topic s partition 0",
+    ):
         KafkaLogReader(options).partitions()
 
 
