@@ -4,12 +4,20 @@ Why one module: every option is checked once, on the driver, before any file is 
 bad one is one `DataSourceOptionError` naming the option. Names are matched without regard to
 case (Spark hands a data source its options lower-cased), but an unknown name is refused:
 a misspelt `startingOffset` must not silently read the whole log.
+
+Code copied from `format("kafka")` carries the broker's connection and the consumer's or
+producer's settings (`kafka.bootstrap.servers`, `kafka.security.protocol`, `groupIdPrefix`...):
+they mean nothing for files, so they are taken and named in one warning. `kafka.isolation.level`
+keeps its meaning, and the `kafka.` settings Spark's connector itself refuses are refused here
+too, with its reason.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +68,9 @@ ISOLATION_LEVEL = "isolation.level"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 INCLUDE_HEADERS = "includeHeaders"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
+MIN_OFFSETS_PER_TRIGGER = "minOffsetsPerTrigger"
+MAX_TRIGGER_DELAY = "maxTriggerDelay"
+MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
 MIN_PARTITIONS = "minPartitions"
 VIEW = VIEW_OPTION  # kafkalog's own: what a row is (RECORDS_VIEW, SEGMENTS_VIEW)
 # kafkalog's own: decoded key/value columns (`key.format`, `value.schema_registry.url`, ...)
@@ -84,6 +95,9 @@ _KNOWN = {
         FAIL_ON_DATA_LOSS,
         INCLUDE_HEADERS,
         MAX_OFFSETS_PER_TRIGGER,
+        MIN_OFFSETS_PER_TRIGGER,
+        MAX_TRIGGER_DELAY,
+        MAX_RECORDS_PER_PARTITION,
         MIN_PARTITIONS,
         VIEW,
         DECODE_ON_ERROR,
@@ -91,7 +105,30 @@ _KNOWN = {
 }
 # Spark's Kafka source passes consumer settings as `kafka.<name>`; this one has a meaning here.
 _ALIASES = {"kafka.isolation.level": ISOLATION_LEVEL}
-_STREAM_ONLY = {MAX_OFFSETS_PER_TRIGGER}
+# Spark's rule: on a batch read these are ignored with a warning
+_STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER, MAX_TRIGGER_DELAY)
+# Spark's Kafka source options about talking to a broker: nothing to do for files
+_BROKER_ONLY = {
+    name.lower(): name
+    for name in (
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "groupIdPrefix",
+    )
+}
+# `kafka.` settings Spark's connector refuses, and why (KafkaSourceProvider's checks)
+_SPARK_REFUSES = {
+    "kafka.auto.offset.reset": "set the source option startingOffsets instead",
+    "kafka.key.deserializer": "keys are bytes; deserialize them with DataFrame operations",
+    "kafka.value.deserializer": "values are bytes; deserialize them with DataFrame operations",
+    "kafka.enable.auto.commit": "offsets are kept in the streaming query's checkpoint",
+    "kafka.interceptor.classes": "not supported by Spark's Kafka connector either",
+    "kafka.key.serializer": "keys are written as bytes; serialize them with DataFrame operations",
+    "kafka.value.serializer": "values are written as bytes; serialize them with DataFrame "
+    "operations",
+}
+LOG = logging.getLogger("kafkalog.datasource")
 
 
 class DataSourceOptionError(ConfigError):
@@ -140,6 +177,9 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None  # with max_trigger_delay_ms: Spark's ReadMinRows
+    max_trigger_delay_ms: int = 15 * 60 * 1000  # Spark's default, 15m
+    max_records_per_partition: int | None = None  # an input partition reads at most this many
     min_partitions: int | None = None
     starting_timestamp_strategy: str = "error"  # or "latest"
     decoded: tuple[SchemaSettings, ...] = ()  # key / value columns to decode, in that order
@@ -154,13 +194,37 @@ def _bad(option: str, value: object, why: str) -> DataSourceOptionError:
     return DataSourceOptionError(f"kafkalog option {option}={value!r}: {why}")
 
 
+def is_connection_option(name: str) -> bool:
+    """A `format("kafka")` option about the broker or its clients, with no meaning for files
+    (taken and named in a warning); one Spark's connector refuses raises here."""
+    lowered = name.lower()
+    if lowered in _SPARK_REFUSES:
+        raise DataSourceOptionError(
+            f"kafkalog: option {name!r} is not supported (as in Spark's Kafka connector): "
+            f"{_SPARK_REFUSES[lowered]}"
+        )
+    return lowered.startswith("kafka.") or lowered in _BROKER_ONLY
+
+
+def warn_ignored(names: list[str], why: str) -> None:
+    """One warning naming every option taken but not used."""
+    if names:
+        message = f"kafkalog: ignoring options {', '.join(sorted(names))}: {why}"
+        LOG.warning("%s", message)
+        warnings.warn(message, stacklevel=3)
+
+
 def _canonical(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
+    ignored: list[str] = []
     for raw, value in options.items():
         lowered = raw.lower()
         if lowered.split(".", 1)[0] in DECODED_FIELDS and "." in lowered:
             continue  # key.* / value.*: the decoded columns' settings (_decoded)
         name = _ALIASES.get(lowered) or _KNOWN.get(lowered)
+        if name is None and is_connection_option(raw):
+            ignored.append(raw)
+            continue
         if name is None:
             known = ", ".join(sorted(_KNOWN.values()))
             raise DataSourceOptionError(
@@ -168,6 +232,7 @@ def _canonical(options: Mapping[str, str]) -> dict[str, str]:
                 f"{known})"
             )
         out[name] = value
+    warn_ignored(ignored, "they configure a Kafka client; a log dir is read without one")
     return out
 
 
@@ -190,6 +255,27 @@ def _positive_int(options: dict[str, str], name: str) -> int | None:
     if value <= 0:
         raise _bad(name, options[name], "must be a positive integer")
     return value
+
+
+_TIME_UNITS_MS = {
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def _duration_ms(options: dict[str, str], name: str, default: int) -> int:
+    """Spark's time strings (`timeStringAsMs`): "15m", "30s", "100ms", a bare number in ms."""
+    if name not in options:
+        return default
+    text = options[name].strip().lower()
+    found = re.fullmatch(r"(\d+)\s*([a-z]*)", text)
+    if found is None or found.group(2) not in ("", *_TIME_UNITS_MS):
+        raise _bad(name, options[name], "expected a duration such as 15m, 30s or 500ms")
+    return int(found.group(1)) * _TIME_UNITS_MS.get(found.group(2), 1)
 
 
 def _json(options: dict[str, str], name: str) -> Any:
@@ -236,8 +322,10 @@ def _subscription(options: dict[str, str]) -> Subscription:
             raise _bad(name, value, "no topic named")
         return Subscription(SUBSCRIBE, topics=topics)
     if name == SUBSCRIBE_PATTERN:
-        try:
-            return Subscription(SUBSCRIBE_PATTERN, pattern=re.compile(value))
+        if not value.strip():
+            raise _bad(name, value, "no pattern given")
+        try:  # trimmed, as Spark trims it
+            return Subscription(SUBSCRIBE_PATTERN, pattern=re.compile(value.strip()))
         except re.error as error:
             raise _bad(name, value, f"not a regular expression ({error})") from None
     parsed = _json(options, name)
@@ -346,9 +434,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
             )
             raise _bad(ending_given, opts[ending_given], "not allowed for a streaming query")
     else:
-        for name in _STREAM_ONLY:
-            if name in opts:
-                raise _bad(name, opts[name], "only applies to streaming queries (readStream)")
+        # Spark's rule: a batch query warns and ignores them
+        given = [name for name in _STREAM_ONLY if name in opts]
+        warn_ignored(given, "they apply to streaming queries (readStream) only")
+        for name in given:
+            del opts[name]
     isolation = opts.get(ISOLATION_LEVEL, READ_UNCOMMITTED).strip().lower()
     if isolation not in (READ_UNCOMMITTED, READ_COMMITTED):
         raise _bad(
@@ -375,6 +465,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         fail_on_data_loss=_bool(opts, FAIL_ON_DATA_LOSS, True),
         include_headers=_bool(opts, INCLUDE_HEADERS, False),
         max_offsets_per_trigger=_positive_int(opts, MAX_OFFSETS_PER_TRIGGER),
+        min_offsets_per_trigger=_positive_int(opts, MIN_OFFSETS_PER_TRIGGER),
+        max_trigger_delay_ms=_duration_ms(opts, MAX_TRIGGER_DELAY, 15 * 60 * 1000),
+        max_records_per_partition=_positive_int(opts, MAX_RECORDS_PER_PARTITION),
         min_partitions=_positive_int(opts, MIN_PARTITIONS),
         starting_timestamp_strategy=strategy,
         decoded=decoded,

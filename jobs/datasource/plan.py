@@ -23,7 +23,13 @@ from jobs.datasource.options import (
 from jobs.datasource.slices import LogSlice, SliceFilter, SlicePack, report_data_loss
 from kafkalog_core.errors import OffsetOutOfRangeError
 
-__all__ = ["pack_slices", "plan_partitions", "plan_slices", "resolve_offsets"]
+__all__ = [
+    "check_start_before_end",
+    "pack_slices",
+    "plan_partitions",
+    "plan_slices",
+    "resolve_offsets",
+]
 
 OPEN_COST_BYTES = 4 << 20  # what opening one more .log costs, in bytes (Spark's openCostInBytes)
 
@@ -75,6 +81,20 @@ def resolve_offsets(
     return {view.topic_partition: _resolve(view, bound, options, starting) for view in views}
 
 
+def check_start_before_end(
+    starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]
+) -> None:
+    """A batch read whose start is after its end is an error, as in Spark's Kafka source (which
+    would otherwise read nothing, silently)."""
+    for (topic, partition), start in sorted(starts.items()):
+        end = ends.get((topic, partition))
+        if end is not None and start > end:
+            raise DataSourceOptionError(
+                f"kafkalog: The specified start offset {start} is greater than the end offset "
+                f"{end} for topic {topic} partition {partition}. (startingOffsets / endingOffsets)"
+            )
+
+
 def plan_slices(
     views: list[PartitionView],
     starts: Mapping[TopicPartition, int],
@@ -104,21 +124,29 @@ def plan_slices(
             aborted = tuple(
                 a for a in view.transaction_state().aborted if a[2] >= start and a[1] < end
             )
-        for piece in view.byte_ranges(start, end, min_timestamp=min_ts_ms, split_bytes=split):
-            slices.append(
-                LogSlice(
-                    view.topic,
-                    view.partition,
-                    piece.log_path,
-                    piece.start_position,
-                    piece.end_position,
-                    start,
-                    end,
-                    aborted,
-                    row_filter,
+        for lo, hi in _offset_pieces(start, end, options.max_records_per_partition):
+            for piece in view.byte_ranges(lo, hi, min_timestamp=min_ts_ms, split_bytes=split):
+                slices.append(
+                    LogSlice(
+                        view.topic,
+                        view.partition,
+                        piece.log_path,
+                        piece.start_position,
+                        piece.end_position,
+                        lo,
+                        hi,
+                        aborted,
+                        row_filter,
+                    )
                 )
-            )
     return slices
+
+
+def _offset_pieces(start: int, end: int, most: int | None) -> list[tuple[int, int]]:
+    """[start, end) cut every `most` offsets (Spark's maxRecordsPerPartition), or whole."""
+    if not most:
+        return [(start, end)]
+    return [(lo, min(end, lo + most)) for lo in range(start, end, most)]
 
 
 def _target_bytes(views: list[PartitionView], options: ReadOptions) -> int:
@@ -160,5 +188,7 @@ def plan_partitions(
         views = [v for v in views if pushed.allows(v.topic, v.partition)]
     target = _target_bytes(views, options)
     slices = plan_slices(views, starts, ends, options, pushed, target)
+    if options.max_records_per_partition:  # an input partition per piece, none packed
+        return [SlicePack((piece,)) for piece in slices]
     open_cost = OPEN_COST_BYTES if target >= SPLIT_BYTES else 0  # minPartitions: exact splits
     return pack_slices(slices, target, open_cost)

@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from jobs.datasource.filters import PushedBounds, push_filters
 from jobs.datasource.layout import partition_views
 from jobs.datasource.options import ReadOptions
-from jobs.datasource.plan import plan_partitions, resolve_offsets
+from jobs.datasource.plan import check_start_before_end, plan_partitions, resolve_offsets
 from jobs.datasource.slices import SlicePack
 from kafkalog_core.errors import KafkaLogError
 
@@ -63,6 +63,7 @@ class KafkaLogReader(SliceReading, DataSourceReader):
             with partition_views(self.options.path, self.options.subscription) as views:
                 starts = resolve_offsets(views, self.options.starting, self.options, starting=True)
                 ends = resolve_offsets(views, self.options.ending, self.options, starting=False)
+                check_start_before_end(starts, ends)
                 return plan_partitions(views, starts, ends, self.options, self.pushed)
         except NotImplementedError as error:
             # Spark reads NotImplementedError from partitions() as "no partitioning" and would

@@ -143,8 +143,10 @@ def to_kafka_batches(
         table.column("timestamp_type").cast(pa.int32()),
     ]
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
-    if include_headers:
-        columns.append(table.column("headers").cast(_SPARK_HEADERS))
+    if include_headers:  # a record without headers has null, as in Spark's Kafka source
+        headers = table.column("headers").cast(_SPARK_HEADERS)
+        none = pc.equal(pc.list_value_length(headers), 0)
+        columns.append(pc.if_else(none, pa.scalar(None, _SPARK_HEADERS), headers))
         names.append("headers")
     out = pa.Table.from_arrays(columns, names=names)
     for batch in out.to_batches(max_chunksize=_ROWS_PER_BATCH):

@@ -43,7 +43,8 @@ def _integer(t: DataType) -> bool:
 
 
 def _timestamp(t: DataType) -> bool:
-    return isinstance(t, TimestampType | TimestampNTZType)
+    """kafkalog's own column (Spark's Kafka sink has none): a timestamp, or epoch ms."""
+    return isinstance(t, TimestampType | TimestampNTZType | LongType | IntegerType)
 
 
 def _headers(t: DataType) -> bool:
@@ -62,7 +63,7 @@ SINK_COLUMNS: dict[str, tuple[Callable[[DataType], bool], str]] = {
     "topic": (_string, "string"),
     "partition": (_integer, "int (tinyint, smallint or bigint values that fit an int are taken)"),
     "headers": (_headers, "array<struct<key:string,value:binary>>"),
-    "timestamp": (_timestamp, "timestamp"),
+    "timestamp": (_timestamp, "timestamp or bigint epoch milliseconds"),
 }
 
 

@@ -16,6 +16,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
@@ -119,16 +120,47 @@ class KafkaLogDataSource(DataSource):
             parse_read_options(self.options, streaming=True), self._decoded()
         )
 
+    def _write_options(
+        self, schema: StructType, overwrite: bool, given: dict[str, str] | None = None
+    ):  # -> WriteOptions
+        """The write's options checked against the DataFrame, on the driver, before any task."""
+        from jobs.datasource.sink_columns import check_sink_schema
+        from jobs.datasource.writer import (
+            parse_write_options,
+            resolve_encodings,
+            with_existing_partitions,
+        )
+
+        parsed = parse_write_options(self.options if given is None else given)
+        options = with_existing_partitions(parsed, overwrite)
+        check_sink_schema(schema, options.topic, {f.field for f in options.formats})
+        return resolve_encodings(options, schema)
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         with one_line_errors():
             return self._writer(schema, overwrite)
 
     def _writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from jobs.datasource.sink_columns import check_sink_schema
-        from jobs.datasource.writer import KafkaLogWriter, parse_write_options, resolve_encodings
+        from jobs.datasource.writer import KafkaLogWriter
 
-        options = parse_write_options(self.options)
-        # on the driver, before any task
-        check_sink_schema(schema, options.topic, {f.field for f in options.formats})
-        options = resolve_encodings(options, schema)
+        options = self._write_options(schema, overwrite)
         return KafkaLogWriter(options, "partition" in schema.fieldNames(), overwrite=overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+        with one_line_errors():
+            return self._stream_writer(schema, overwrite)
+
+    def _stream_writer(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from jobs.datasource.writer import KafkaLogStreamWriter
+        from kafkalog_core.errors import ConfigError
+
+        if overwrite:
+            raise ConfigError(
+                'writeStream.format("kafkalog") appends each micro-batch: use outputMode("append")'
+                ' (or "update"), as Spark\'s Kafka sink'
+            )
+        prefix = next((v for k, v in self.options.items() if k.lower() == "runid"), None)
+        # Spark hands the sink the query's own options too
+        given = {k: v for k, v in self.options.items() if k.lower() != "checkpointlocation"}
+        options = self._write_options(schema, False, given)
+        return KafkaLogStreamWriter(options, "partition" in schema.fieldNames(), prefix)

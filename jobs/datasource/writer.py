@@ -41,17 +41,23 @@ Spark refuses `errorifexists` (its default) and `ignore` itself for Python data 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
+from jobs.datasource.options import is_connection_option, warn_ignored
 from jobs.datasource.slices import LOG
 from jobs.ingestion.commit.plan import RunInfo, plan_publish
 from jobs.ingestion.commit.publish import publish
@@ -80,8 +86,9 @@ from jobs.ingestion.tasks.writer import (
 from jobs.schemas.settings import SchemaSettings, settings_from_options
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
+from kafkalog_core.log import PartitionLog
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
-from kafkalog_core.log.names import partition_dir_name
+from kafkalog_core.log.names import live_partition_dirs, partition_dir_name
 from kafkalog_core.log.partition.append import batch_options_for
 from kafkalog_core.schema.encoding import Encoding
 
@@ -103,6 +110,7 @@ class WriteOptions:
     # driver has resolved them against the DataFrame's types, their encodings)
     formats: tuple[SchemaSettings, ...] = ()
     encodings: dict[str, Encoding] = dataclasses.field(default_factory=dict)
+    given_partitions: dict[str, int] = dataclasses.field(default_factory=dict)  # topics.<t>.
 
     def log_config(self, topic: str) -> LogConfig:
         partitions, settings = self.topics.get(topic) or self.defaults or (1, {})
@@ -124,9 +132,13 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = None
     topic_ids: dict[str, str] = {}
     formats = settings_from_options(options)
+    ignored: list[str] = []
     for name, value in options.items():
         lower = name.lower()
         if lower == "path" or lower.split(".", 1)[0] in ("key", "value"):
+            continue
+        if is_connection_option(name):  # format("kafka")'s producer settings
+            ignored.append(name)
             continue
         if lower == "topic":
             topic = value
@@ -154,6 +166,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
                 "topics.<name>.partitions, topics.<name>.config.<setting>, topics.<name>.topic_id, "
                 "key.<format setting>, value.<format setting>)"
             )
+    warn_ignored(ignored, "they configure a Kafka producer; a log dir is written without one")
     for name, settings in [("topic_defaults", defaults), *topics.items()]:
         try:
             LogConfig.from_dict(settings)
@@ -173,7 +186,50 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         started_ms=int(time.time() * 1000),
         topic_ids=topic_ids,
         formats=formats,
+        given_partitions={t: n for t, n in partitions.items() if t is not None},
     )
+
+
+def existing_partition_counts(root: str | Path) -> dict[str, int]:
+    """Each topic's partition count in a log dir, from its partition dirs (highest + 1): what a
+    producer learns from the cluster's metadata."""
+    if not Path(root).is_dir():
+        return {}
+    return _partition_counts(
+        (topic, partition) for topic, partition, _ in live_partition_dirs(root)
+    )
+
+
+def _partition_counts(partitions: Iterable[tuple[str, int]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for topic, partition in partitions:
+        counts[topic] = max(counts.get(topic, 0), partition + 1)
+    return counts
+
+
+def _count_mismatch(topic: str, given: int, found: int, root: str) -> ConfigError:
+    return ConfigError(
+        f"option topics.{topic}.partitions={given}: topic {topic!r} has {found} partitions in "
+        f"{root}; an append keeps a topic's partition count (leave the option out, or overwrite)"
+    )
+
+
+def with_existing_partitions(options: WriteOptions, overwrite: bool) -> WriteOptions:
+    """An existing topic's partition count for the keyed rows, as a producer's default
+    partitioner takes it from the cluster: murmur2(key) % the real count. Appending with another
+    explicit count is refused (Kafka never shrinks a topic, and growing one moves keys); an
+    overwrite replaces the topic and may give it another count."""
+    counts = existing_partition_counts(options.root)
+    topics = dict(options.topics)
+    default_settings = options.defaults[1] if options.defaults else {}
+    for topic, found in counts.items():
+        given = options.given_partitions.get(topic)
+        if given is not None and given != found:
+            if overwrite:
+                continue
+            raise _count_mismatch(topic, given, found, options.root)
+        topics[topic] = (found, topics.get(topic, (found, dict(default_settings)))[1])
+    return dataclasses.replace(options, topics=topics)
 
 
 def resolve_encodings(options: WriteOptions, schema: Any) -> WriteOptions:
@@ -235,6 +291,7 @@ def _rules(options: WriteOptions, by_key: bool) -> MappingRules:
         defaults=None if options.defaults is None else rules(*options.defaults),
         by_key=by_key,
         null_keys="round_robin",
+        null_partition_by_key=True,
     )
 
 
@@ -284,8 +341,11 @@ def _bytes(batch: pa.RecordBatch, name: str, options: WriteOptions) -> pa.Array:
 
 
 def _millis(column: pa.Array, null_ms: int) -> pa.Array:
-    """Epoch ms of Spark's microsecond timestamps, floored as Spark's Kafka sink floors them
-    (a cast to ms would refuse sub-millisecond values); null is `null_ms`."""
+    """Epoch ms of Spark's microsecond timestamps, floored (a cast to ms would refuse
+    sub-millisecond values), or of a long column of epoch ms; null is `null_ms`."""
+    if pa.types.is_integer(column.type):  # epoch milliseconds already
+        millis = column.cast(pa.int64())
+        return millis.fill_null(null_ms) if millis.null_count else millis
     micros = column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
     micros = micros.fill_null(null_ms * 1000) if micros.null_count else micros
     return pa.array(np.floor_divide(micros.to_numpy(), 1000))
@@ -357,6 +417,51 @@ class KafkaLogWriter(DataSourceArrowWriter):
         shutil.rmtree(staging_root(self.options.root, self.options.run_id), ignore_errors=True)
 
 
+def _check_partition_counts(
+    options: WriteOptions, manifests: list[TaskManifest], found: Mapping[tuple[str, int], Any]
+) -> None:
+    """Under the run lock: a topic another write created or grew since this one was planned
+    would get keys placed for the wrong count; refused, nothing published."""
+    counts = _partition_counts(found)
+    for topic in sorted({m.topic for m in manifests}):
+        if topic in counts and counts[topic] != options.partitions(topic):
+            raise ConfigError(
+                f"topic {topic!r} has {counts[topic]} partitions in {options.root} now, this "
+                f"write placed its keys for {options.partitions(topic)}: nothing was published "
+                "(run it again)"
+            )
+
+
+def _create_empty_partitions(
+    root: Path,
+    options: WriteOptions,
+    placed: list[TaskManifest],
+    found: Mapping[tuple[str, int], Any],
+    topic_ids: Mapping[str, str],
+) -> None:
+    """A topic this write creates gets every one of its partitions, as Kafka creates a topic:
+    those no row went to are empty partition dirs, so the dirs tell the next append the count.
+
+    Each is made in the run's staging and renamed in, before the publish: a kill leaves whole
+    empty partitions, which the same write run again publishes into or leaves as they are.
+    (An overwrite's topics keep only the partitions it writes: their old dirs are in place.)"""
+    existing = {topic for topic, _ in found}
+    holding: dict[str, set[int]] = {}
+    for m in placed:
+        holding.setdefault(m.topic, set()).add(m.partition)
+    for topic in sorted(set(holding) - existing):
+        for partition in range(options.partitions(topic)):
+            name = partition_dir_name(topic, partition)
+            if partition in holding[topic] or (root / name).exists():
+                continue
+            staged = staging_root(root, options.run_id) / "empty" / name
+            shutil.rmtree(staged, ignore_errors=True)
+            PartitionLog.create(
+                staged, options.log_config(topic), topic_id=topic_id_from_str(topic_ids[topic])
+            ).close()
+            os.replace(staged, root / name)
+
+
 def commit_write(
     options: WriteOptions, manifests: list[TaskManifest], *, overwrite: bool = False
 ) -> RelayoutReport | None:
@@ -376,6 +481,7 @@ def commit_write(
         replaced = {m.topic for m in manifests} | ({options.topic} if options.topic else set())
         if not overwrite:
             replaced = set()
+            _check_partition_counts(options, manifests, found)
         state = {tp: s for tp, s in found.items() if tp[0] not in replaced}
         retired = tuple(partition_dir_name(*tp) for tp in found if tp[0] in replaced)
         check_configured_topic_ids(options.topic_ids, state)
@@ -390,6 +496,9 @@ def commit_write(
         )
         placed, relaid = relayout(placed, settings, thread_runner(settings))
         topics = {m.topic for m in placed}
+        ids = topic_ids_for(topics, found, options.topic_ids)
+        if not overwrite:
+            _create_empty_partitions(run.root, options, placed, found, ids)
         info = RunInfo(
             source="dataframe",
             started_at_ms=options.started_ms,
@@ -404,7 +513,7 @@ def commit_write(
             output_root=run.root,
             run_id=options.run_id,
             run_info=info,
-            topic_ids=topic_ids_for(topics, found, options.topic_ids),
+            topic_ids=ids,
             retired=retired,
         )
         if options.encodings:  # the schemas the values were framed with stay with the output
@@ -418,3 +527,63 @@ def commit_write(
     # in a notebook: the relayout's summary is a log record, for whoever configures logging.
     LOG.info("kafkalog: run %s: %s", options.run_id, relaid.describe())
     return relaid
+
+
+# Spark sets these on every task of a streaming query's micro-batch (StreamExecution); the
+# query id is kept in the checkpoint, so a restarted query replays a batch with the same ones.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def stream_run_id(prefix: str | None) -> str:
+    """The run id of the micro-batch this task writes: `<runId option or stream-<query id>>-
+    batch-<batch id>`, the same when Spark replays the batch, so its commit is a no-op then."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+    if query is None or batch is None:
+        raise KafkaLogError(
+            'kafkalog: writeStream.format("kafkalog") runs in a streaming query\'s micro-batch '
+            f"(no {QUERY_ID_PROPERTY} / {BATCH_ID_PROPERTY} on this task)"
+        )
+    return f"{prefix or 'stream-' + query}-batch-{batch}"
+
+
+class KafkaLogStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("kafkalog")`: each micro-batch is one `df.write` (the same tasks,
+    the same commit), whose run id is the query's and the batch's: exactly once per batch."""
+
+    def __init__(self, options: WriteOptions, has_partition_column: bool, run_prefix: str | None):
+        self.options = options
+        self.has_partition_column = has_partition_column
+        self.run_prefix = run_prefix
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        options = dataclasses.replace(
+            self.options,
+            run_id=stream_run_id(self.run_prefix),
+            started_ms=int(time.time() * 1000),
+        )
+        return KafkaLogWriter(options, self.has_partition_column).write(iterator)
+
+    def commit(self, messages: list[KafkaLogCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        manifests = [
+            TaskManifest.from_json(text) for m in messages if m is not None for text in m.manifests
+        ]
+        runs = {m.run_id for m in manifests}
+        if not runs:
+            return  # an empty micro-batch: nothing staged, nothing to publish
+        if len(runs) > 1:
+            raise KafkaLogError(f"kafkalog: micro-batch {batchId} staged as runs {sorted(runs)}")
+        commit_write(dataclasses.replace(self.options, run_id=runs.pop()), manifests)
+
+    def abort(self, messages: list[KafkaLogCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        for run_id in {
+            TaskManifest.from_json(text).run_id
+            for m in messages
+            if m is not None
+            for text in m.manifests
+        }:
+            shutil.rmtree(staging_root(self.options.root, run_id), ignore_errors=True)

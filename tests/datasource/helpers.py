@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -64,3 +65,8 @@ def oracle(partition_dir: Path) -> list[tuple[int, int, bytes | None, bytes | No
                 continue
             rows.extend((r.offset, r.timestamp, r.key, r.value) for r in batch)
     return rows
+
+
+def driver_command(module: str, *args: object) -> list[str]:
+    """The command line of a test driver program (`python -m module args...`)."""
+    return [sys.executable, "-m", module, *map(str, args)]

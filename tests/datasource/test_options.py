@@ -41,7 +41,6 @@ def test_timestamp_takes_precedence_like_spark() -> None:
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"subscribe": "a", "isolation.level": "serializable"}, "isolation.level"),
         ({"subscribe": "a", "startingTimestamp": "yesterday"}, "startingTimestamp"),
-        ({"subscribe": "a", "maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger"),
         ({"subscribePattern": "(", "minPartitions": "2"}, "subscribePattern"),
         ({"subscribe": "a", "startingOffsets": "{not json"}, "startingOffsets"),
     ],

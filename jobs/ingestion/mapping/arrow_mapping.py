@@ -302,10 +302,15 @@ def map_batch(
     keys = batch.column("key")
     key_null = keys.is_null().to_numpy(zero_copy_only=False)
     partition = np.full(n, -1, dtype=np.int64)
-    if plan.by_key:
+
+    def place_by_key(selected: np.ndarray) -> None:
+        """The producer's default partitioner for the selected rows: murmur2 of the key; null
+        keys round-robin or by the value's hash."""
         values = batch.column("value")
         for t in good_topics:
-            rows = codes == t
+            rows = (codes == t) & selected
+            if not rows.any():
+                continue
             count = int(rules[t].partitions)  # type: ignore[union-attr]
             whole = bool(rows.all())
             partition[rows] = partition_for_keys(keys if whole else keys.filter(rows), count)
@@ -316,11 +321,17 @@ def map_batch(
                 else:
                     chosen = values.filter(pa.array(spread))
                     partition[spread] = partition_for_keys(pc.fill_null(chosen, b""), count)
+
+    if plan.by_key:
+        place_by_key(np.ones(n, dtype=bool))
     else:
         given = batch.column(PARTITION_IN_COLUMN)
         missing = given.is_null().to_numpy(zero_copy_only=False)
         partition = given.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        flag(missing, "partition is null")
+        if plan.null_partition_by_key:  # Spark's Kafka sink: a null partition is the producer's
+            place_by_key(missing)
+        else:
+            flag(missing, "partition is null")
         has_topic = codes >= 0
         bad = has_topic & (nparts > 0) & ((partition < 0) | (partition >= nparts)) & ~missing
         flag(

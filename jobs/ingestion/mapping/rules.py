@@ -59,6 +59,9 @@ class MappingRules:
     defaults: TopicRules | None
     by_key: bool
     null_keys: str
+    # a null in the partition column: the default partitioner (the data source, as Spark's
+    # Kafka sink) rather than an invalid row (ingest)
+    null_partition_by_key: bool = False
 
     def rules_for(self, topic: str) -> TopicRules | str:
         """The topic's rules, or why its records are invalid."""
