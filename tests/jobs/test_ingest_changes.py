@@ -19,7 +19,6 @@ from deltalake import DeltaTable, write_deltalake
 from jobs.ingest import run
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.history import IngestHistory
-from jobs.spark.session import has_delta_extension
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from tests.jobs.ingest_helpers import read_root, snapshot, staging_leftovers
 
@@ -196,12 +195,6 @@ def test_since_version_skips_ahead_but_never_back(spark, table, tmp_path):
     assert len(values) == 3 and all(set(v) == {"id", "name", "updated_at"} for v in values)
     with pytest.raises(ConfigError, match=r"since_version=1: the changes up to version 3 .*"):
         _ingest(spark, _doc(table, root, since_version=1), "b")
-
-
-def test_spark_delta_source_gives_the_same_records(spark, table, tmp_path, one_run):
-    if not has_delta_extension(spark):
-        pytest.skip("Spark's Delta source needs the delta-spark jars in the session")
-    assert _in_runs(spark, table, tmp_path / "logs", [1, 4], reader="spark") == one_run
 
 
 def test_a_range_without_the_feed_is_refused_naming_the_property(spark, tmp_path):
