@@ -40,13 +40,19 @@ class BrokerLogs:
 
     def copy_topics(self, dest: Path) -> Path:
         """The partition dirs of our topics (and the log dir's checkpoints) copied to `dest`."""
-        dest.mkdir(parents=True)
-        for topic in self.topics:
-            shutil.copytree(self.partition_dir(topic), dest / f"{topic}-0")
-        for item in self.log_dir.iterdir():
-            if item.is_file() and item.name != CLEAN_SHUTDOWN_MARKER:
-                shutil.copy2(item, dest / item.name)
-        return dest
+        return copy_partitions(self.log_dir, self.topics, dest)
+
+
+def copy_partitions(log_dir: Path, topics, dest: Path) -> Path:
+    """Partition 0 of each topic and the log dir's checkpoint files (not the clean-shutdown
+    marker) copied into a new dir `dest`: a stopped broker's dir for kafkalog to work on."""
+    dest.mkdir(parents=True)
+    for topic in topics:
+        shutil.copytree(log_dir / f"{topic}-0", dest / f"{topic}-0")
+    for item in log_dir.iterdir():
+        if item.is_file() and item.name != CLEAN_SHUTDOWN_MARKER:
+            shutil.copy2(item, dest / item.name)
+    return dest
 
 
 def _record(i: int) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:

@@ -8,7 +8,6 @@ delete.retention.ms)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from kafkalog_core.log.checkpoints.offsets import read_cleaner_checkpoint
 from kafkalog_core.log.mapped import mapped_file
 from kafkalog_core.maintenance.cleaner import CleanerSettings
 from kafkalog_core.record.batch import iter_batch_headers
-from tests.kafka_cluster import CLEAN_SHUTDOWN_MARKER
+from tests.live.broker_logs import copy_partitions
 from tests.live.records import create_topic
 
 TOPIC = "oracle-compacted"
@@ -97,12 +96,7 @@ def cleaned(kafka_broker, spark, tmp_path_factory) -> tuple[Path, Path]:
     _produce(kafka_broker)
     kafka_broker.stop()
     log_dir = kafka_broker.nodes[1].log_dirs[0]
-    copy_a = tmp_path_factory.mktemp("compact") / "logs"
-    copy_a.mkdir()
-    shutil.copytree(log_dir / f"{TOPIC}-0", copy_a / f"{TOPIC}-0")
-    for item in log_dir.iterdir():
-        if item.is_file() and item.name != CLEAN_SHUTDOWN_MARKER:
-            shutil.copy2(item, copy_a / item.name)
+    copy_a = copy_partitions(log_dir, [TOPIC], tmp_path_factory.mktemp("compact") / "logs")
 
     _cleaned_by_broker(kafka_broker)
     horizons = _delete_horizons(log_dir / f"{TOPIC}-0")
