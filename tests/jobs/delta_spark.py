@@ -48,14 +48,17 @@ def _ingest(spark, doc: dict, run_id: str) -> None:
 
 
 def ingest_both(spark, table: str, out: Path, reader: str) -> None:
-    """OUT/plain: the table's latest snapshot; OUT/cdf: its change feed in CDF_RUNS."""
+    """OUT/plain: the table's latest snapshot; OUT/cdf: its change feed in CDF_RUNS.
+
+    The records' timestamps are a column of the table, not `_commit_timestamp`: the readers
+    give a commit different times (docs/ingest.md, Delta Lake)."""
     _ingest(spark, _doc(table, out / "plain", reader, {}, "updated_at", {}), "plain")
     for version in CDF_RUNS:
         source = {"changes": "cdf", "version": version}
         headers = {"version": "cast(_commit_version as string)", "change": "_change_type"}
         _ingest(
             spark,
-            _doc(table, out / "cdf", reader, source, "_commit_timestamp", headers),
+            _doc(table, out / "cdf", reader, source, "updated_at", headers),
             f"cdf-{version}",
         )
 
