@@ -25,6 +25,8 @@ LONGEST_FIRST = (
     "tests/jobs/test_mapping.py",
     "tests/jobs/test_arrow_range.py",
     "tests/cluster/test_cluster_ingest.py",
+    "tests/live/test_broker_oracle.py",
+    "tests/jobs/test_delta_spark_reader.py",
     "tests/datasource/test_write_kill9.py",
     "tests/jobs/test_hive_tables.py",
     "tests/jobs/test_ingest_changes.py",

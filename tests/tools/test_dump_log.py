@@ -137,6 +137,15 @@ def test_print_data_log_replaces_undecodable_utf8(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == "| key: \ufffd payload: ok\ufffd"
 
 
+def test_print_data_log_replaces_encoded_surrogates_as_java_does(tmp_path: Path) -> None:
+    # Java's String(bytes, UTF_8) takes ED A0..BF (+ a continuation byte) as one malformed
+    # sequence where Python's "replace" gives one U+FFFD per byte (seen in broker-written data).
+    value = b"a\xed\xa0\x80b\xed\xba\xd8xc\xed\xb4"
+    log = write(tmp_path, f"{SEGMENT}.log", build_batch(0, [(0, b"\xed\xbf\xbfk", value)]))
+    out, _, _ = run([log], print_data_log=True, skip_record_metadata=True)
+    assert out.splitlines()[-1] == ("| key: \ufffdk payload: a\ufffdb\ufffd\ufffdxc\ufffd")
+
+
 def test_commit_marker_prints_end_txn_marker_and_no_data(tmp_path: Path) -> None:
     log = write(tmp_path, f"{SEGMENT}.log", bytes.fromhex(BATCH_C_HEX))
     out, err, code = run([log], print_data_log=True)

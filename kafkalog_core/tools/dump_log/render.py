@@ -8,6 +8,7 @@ a string plus an encoding (see `DumpOptions`).
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 from typing import Any
 
@@ -25,9 +26,28 @@ def _optional_long(value: int | None) -> str:
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
+def _java_replace(error: UnicodeDecodeError) -> tuple[str, int]:
+    """One U+FFFD per malformed sequence as Java's `new String(bytes, UTF_8)` counts them.
+
+    Python replaces each maximal ill-formed subpart (Unicode's practice) and so does Java,
+    except after ED: Java takes ED A0..BF (an encoded surrogate half) as one sequence, three
+    bytes long when a continuation byte follows and two otherwise, or the rest of the input when
+    it ends there; Python replaces each of those bytes alone.
+    """
+    data, start = error.object, error.start
+    if data[start] == 0xED and start + 1 < len(data) and 0xA0 <= data[start + 1] <= 0xBF:
+        if start + 2 >= len(data):
+            return "\ufffd", len(data)
+        return "\ufffd", start + (3 if data[start + 2] & 0xC0 == 0x80 else 2)
+    return "\ufffd", error.end
+
+
+codecs.register_error("kafkalog.java_replace", _java_replace)
+
+
 def _decode_text(data: bytes) -> str:
-    """StringDecoder: UTF-8 with malformed input replaced by U+FFFD."""
-    return data.decode("utf-8", errors="replace")
+    """StringDecoder: UTF-8 with malformed input replaced by U+FFFD as Java replaces it."""
+    return data.decode("utf-8", errors="kafkalog.java_replace")
 
 
 def render_text(event: dict[str, Any], options: DumpOptions) -> str:
