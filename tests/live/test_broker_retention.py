@@ -106,11 +106,6 @@ def test_retention_bytes_deletes_what_the_broker_deletes(deletions):
     assert deleted and sorted(listed) == sorted(deleted)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="retention's dry run keeps a non-empty active segment that breached retention.ms; "
-    "the broker rolls it and deletes it",
-)
 def test_retention_ms_deletes_what_the_broker_deletes_the_breached_active_segment_too(deletions):
     listed, deleted, pdir = deletions["oracle-retention-ms"]
     # every segment went, the active one too: the broker rolled a new, empty one at the log end
