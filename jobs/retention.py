@@ -64,6 +64,7 @@ from jobs.maintenance.common import (
     MaintenanceError,
     MaintenanceResult,
     PartitionRef,
+    human_bytes,
     maintenance_arg_parser,
     maintenance_lock,
     prepare_run,
@@ -487,14 +488,6 @@ def _raise_recovery_points(root: Path, log_starts: dict[tuple[str, int], int]) -
         checkpoint.write(after)
 
 
-def _human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def summarize(
     rows: pa.Table, root: Path, now_ms: int, apply: bool, run_id: str
 ) -> tuple[str, list[str]]:
@@ -512,7 +505,7 @@ def summarize(
     lines = [
         f"retention {run_id} ({mode}) on {root} at {when}: {len(partitions)} partitions, "
         f"{len(records)} segments",
-        f"  delete {len(deleted)} segments ({_human_bytes(sum(r['size_bytes'] for r in deleted))})"
+        f"  delete {len(deleted)} segments ({human_bytes(sum(r['size_bytes'] for r in deleted))})"
         + (f": {rules}" if rules else ""),
         f"  keep {len(records) - len(deleted)} segments",
     ]
@@ -523,7 +516,7 @@ def summarize(
         hits = per_topic[topic]
         lines.append(
             f"  {topic}: delete {len(hits)} segments in {len({r['partition'] for r in hits})} "
-            f"partitions, {_human_bytes(sum(r['size_bytes'] for r in hits))}"
+            f"partitions, {human_bytes(sum(r['size_bytes'] for r in hits))}"
         )
     segments_of: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
@@ -545,7 +538,7 @@ def summarize(
             f"  quarantine files (rebuild-index's corrupt tails): {len(quarantined)}, "
             f"{'deleted' if apply else 'to delete'} {len(expired)} older than retention.ms "
             "or unfinished "
-            f"({_human_bytes(sum(r['size_bytes'] for r in expired))})"
+            f"({human_bytes(sum(r['size_bytes'] for r in expired))})"
         )
         lines.extend(
             f"    {r['topic']}-{r['partition']}/{r['file']}: {r['reason']}" for r in expired
