@@ -2,27 +2,67 @@
 real, beside delta-rs: the same table ingested through each gives byte-identical log dirs, for a
 plain load and for a change-feed increment after an update and a delete.
 
-The Spark side runs in its own process (tests/jobs/delta_spark.py) with delta-spark's jars,
-fetched by tests/jvm_deps.py at the coordinates the installed delta-spark names."""
+The Spark side runs in a driver of its own (tests/jobs/delta_spark_driver.py) with delta-spark's
+jars, fetched by tests/jvm_deps.py at the coordinates the installed delta-spark names."""
 
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests import jvm_deps
-from tests.conftest import REPO_ROOT
-from tests.jobs.delta_spark import TOPIC, ingest_both
+from jobs.ingest import run
+from jobs.ingestion.config.ingest_config import IngestConfig
+from tests.jobs import delta_spark_driver
 from tests.jobs.ingest_helpers import read_root, snapshot
 
 pytestmark = pytest.mark.spark
 
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+TOPIC = "customers"
+CDF_RUNS = (0, 2)  # the first run reads version 0's inserts, the second the update and delete
+
+
+def _doc(table: str, root: Path, reader: str, source: dict, headers: dict) -> dict:
+    """The records' timestamps are a column of the table, not `_commit_timestamp`: the readers
+    give a commit different times (docs/ingest.md, Delta Lake)."""
+    return {
+        "source": {"format": "delta", "path": table, "delta_reader": reader, **source},
+        "output": {"root": str(root)},
+        "topics": {
+            TOPIC: {
+                "partitions": 2,
+                "config": {"cleanup.policy": "compact", "segment.bytes": 1024},
+            }
+        },
+        "mapping": {
+            "topic": TOPIC,
+            "key": {"column": "id", "format": "string"},
+            "value": {"columns": ["id", "name", "updated_at"], "format": "json"},
+            "timestamp": {"column": "updated_at"},
+            **({"headers": {"values": headers}} if headers else {}),
+        },
+        "ordering": ["id"],
+    }
+
+
+def _runs(table: str, out: Path, reader: str) -> list[dict]:
+    """OUT/plain: the table's latest snapshot; OUT/cdf: its change feed in CDF_RUNS."""
+    headers = {"version": "cast(_commit_version as string)", "change": "_change_type"}
+    return [
+        {"doc": _doc(table, out / "plain", reader, {}, {}), "run_id": "plain", "tasks": 1},
+        *(
+            {
+                "doc": _doc(table, out / "cdf", reader, {"changes": "cdf", "version": v}, headers),
+                "run_id": f"cdf-{v}",
+                "tasks": 1,
+            }
+            for v in CDF_RUNS
+        ),
+    ]
 
 
 def _rows(items: list[tuple[int, str]]) -> pa.Table:
@@ -56,18 +96,12 @@ def _partitions(root) -> dict[str, str]:
 
 
 def test_spark_and_delta_rs_readers_give_byte_identical_log_dirs(spark, table, tmp_path):
-    try:
-        jvm_deps.spark_jars("delta")  # fetched here: the child would fail with less to say
-    except jvm_deps.JvmDepsUnavailable as e:
-        pytest.fail(str(e), pytrace=False)
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.jobs.delta_spark", table, str(tmp_path / "spark")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert child.returncode == 0, child.stderr[-3000:]
-    ingest_both(spark, table, tmp_path / "delta-rs", "delta-rs")
+    results = delta_spark_driver.run_all(_runs(table, tmp_path / "spark", "spark"), tmp_path)
+    assert [r.get("status") for r in results] == ["committed"] * 3, results
+    for item in _runs(table, tmp_path / "delta-rs", "delta-rs"):
+        config = IngestConfig.from_dict(item["doc"])
+        result = run(spark, config, run_id=item["run_id"], tasks=1, out=lambda *_: None)
+        assert result.status == "committed", result
     for kind in ("plain", "cdf"):
         ours, theirs = tmp_path / "delta-rs" / kind, tmp_path / "spark" / kind
         assert read_root(ours), kind
