@@ -3,7 +3,8 @@
 tests/java/pom.xml names the groups, one Maven profile each:
 
 - `oracle`: Apache Kafka's kafka-clients with its codecs (tests/kafka_oracle.py);
-- `broker`: Kafka's KRaft broker and its tools, logging through log4j2 (tests/kafka_cluster.py);
+- `broker`: Kafka's KRaft broker and its command-line tools (kafka-tools), logging through log4j2
+  (tests/kafka_cluster.py);
 - `spark-kafka`: Spark's own Kafka connector (spark-sql-kafka-0-10) at pyspark's version;
 - `spark-avro`: Spark's own Avro functions at pyspark's version;
 - `delta`: Delta Lake for Spark at the coordinates delta-spark's `configure_spark_with_delta_pip`

@@ -12,11 +12,17 @@ tables in `.demo-output.kafkalog/` and the scratch names in `SCRATCH`, which are
 test's temporary directory. `./spark-submit.sh JOB ARGS` runs as `jobs.<JOB>.main(ARGS)` (what
 spark-submit.sh runs; tests/jobs/test_spark_submit.py and test_demo.py run the script itself),
 `.venv/bin/kafkalog ARGS` as the console script's `main(ARGS)`; each must exit 0.
+
+docs/broker.md is one procedure against a cluster: its blocks run in order on a live
+three-broker cluster (tests/kafka_cluster.py), its example host, paths and files mapped to the
+cluster's and the test's, and Kafka's `kafka-*.sh` scripts run as the Java main classes they
+start (`KAFKA_TOOLS`), from the broker jars.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import shlex
 import shutil
@@ -27,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile
 from kafkalog_core.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +84,14 @@ def doc_blocks(path: Path) -> list[Block]:
 
 
 BLOCKS = [block for path in DOCS for block in doc_blocks(path)]
-RUNNABLE = [b for b in BLOCKS if b.language in ("bash", "python", "yaml") and not b.not_run]
+# docs/broker.md's blocks are one procedure against a live cluster: they run in order, in
+# test_broker_doc_runs_against_a_live_cluster, not one by one on the demo's output.
+BROKER_DOC = "docs/broker.md"
+RUNNABLE = [
+    b
+    for b in BLOCKS
+    if b.language in ("bash", "python", "yaml") and not b.not_run and b.doc != BROKER_DOC
+]
 
 
 def commands(text: str) -> list[list[str]]:
@@ -284,3 +298,93 @@ def test_docs_code_runs(block: Block, spark, scratch: Path) -> None:
     else:
         for words in commands(text):
             _run_command(words, scratch / "demo-output")
+
+
+# ---- docs/broker.md against a live cluster -------------------------------------------------------
+
+# Kafka's command-line scripts, as the Java main classes they run (the broker jars of
+# tests/java/pom.xml): the scripts themselves are not on the test machine's PATH.
+KAFKA_TOOLS = {
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-get-offsets.sh": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-console-consumer.sh": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-reassign-partitions.sh": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+}
+BROKER_TOPIC = "customers"
+
+
+def _broker_doc_names(cluster, scratch: Path) -> dict[str, str]:
+    """docs/broker.md's example host, paths and files -> the live cluster's and the test's."""
+    node = cluster.nodes[1]
+    return {
+        "broker1:9092": f"127.0.0.1:{node.port}",
+        "/data/staging-logs": str(scratch / "staging-logs"),
+        "/var/lib/kafka/data": str(node.log_dirs[0]),
+        "/etc/kafka/server.properties": str(node.config_file),
+        "cluster-customers.properties": str(scratch / "cluster-customers.properties"),
+        "rf3.json": str(scratch / "rf3.json"),
+    }
+
+
+def _run_broker_command(words: list[str], cluster, scratch: Path) -> str:
+    """One command of docs/broker.md on broker 1 of `cluster`; its output."""
+    from tests.kafka_cluster import run_kafka_tool
+
+    program, argv = words[0], words[1:]
+    node = cluster.nodes[1]
+    if program in KAFKA_TOOLS:
+        return run_kafka_tool(KAFKA_TOOLS[program], *argv, log_dir=node.dir / "logs")
+    if program == "kafka-server-stop.sh":
+        cluster.stop_node(1)
+    elif program == "kafka-server-start.sh":
+        assert argv == ["-daemon", str(node.config_file)], words
+        cluster.start_node(1)
+    elif program == "grep":
+        pattern, path = argv
+        found = [line for line in Path(path).read_text().splitlines() if re.match(pattern, line)]
+        assert found, words
+        return "\n".join(found)
+    else:
+        _run_command(words, scratch / "demo-output")
+    return ""
+
+
+def test_broker_doc_runs_against_a_live_cluster(kafka_cluster3, spark, scratch: Path) -> None:
+    """Every block of docs/broker.md, in order, on a live three-broker cluster: the topic
+    created on broker 1, ingested, placed while broker 1 is stopped, consumed, reassigned to
+    three replicas."""
+    from tests.live.records import consume_all
+    from tests.live.test_kafka_cluster3 import wait_for
+
+    cluster = kafka_cluster3
+    blocks = [b for b in BLOCKS if b.doc == BROKER_DOC]
+    assert blocks and all(b.language == "bash" and not b.not_run for b in blocks), blocks
+    names = _broker_doc_names(cluster, scratch)
+    Path(names["cluster-customers.properties"]).write_text(
+        "cleanup.policy=compact\nretention.ms=-1\nretention.bytes=-1\n"
+    )
+    partitions = [{"topic": BROKER_TOPIC, "partition": p, "replicas": [1, 2, 3]} for p in range(6)]
+    Path(names["rf3.json"]).write_text(json.dumps({"version": 1, "partitions": partitions}))
+    outputs = []
+    for block in blocks:
+        text = _rooted(block.text, scratch)
+        for example, live in names.items():
+            text = text.replace(example, live)
+        for words in commands(text):
+            outputs.append(_run_broker_command(words, cluster, scratch))
+    staging = Path(names["/data/staging-logs"])
+    ends = OffsetCheckpointFile(staging / "replication-offset-checkpoint").read()
+    ends = {p: end for (topic, p), end in ends.items() if topic == BROKER_TOPIC}
+    assert len(ends) == 6 and sum(ends.values()) > 0
+    offsets = {f"{BROKER_TOPIC}:{p}:{end}" for p, end in ends.items()}  # kafka-get-offsets.sh
+    assert offsets <= set("\n".join(outputs).split())
+
+    def isr_of_3() -> bool:
+        topics = cluster.admin().list_topics(BROKER_TOPIC, timeout=10).topics
+        parts = topics[BROKER_TOPIC].partitions.values()
+        return len(parts) == 6 and all(sorted(p.isrs) == [1, 2, 3] for p in parts)
+
+    wait_for(isr_of_3, "ISR of 3 after the reassignment")
+    for p, end in ends.items():  # every record, from the leader broker 1 and its followers
+        served = consume_all(cluster, BROKER_TOPIC, p)
+        assert (served[-1][0] + 1 if served else 0) == end, p

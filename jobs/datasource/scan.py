@@ -40,6 +40,14 @@ _SPARK_HEADERS = pa.list_(
     pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())]))
 )
 
+
+def spark_headers(headers: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The `headers` column as Spark's Kafka source gives it: null for a record without headers
+    (KafkaRecordToRowConverter), never an empty array."""
+    empty = pc.equal(pc.list_value_length(headers), 0)
+    return pc.if_else(empty, pa.scalar(None, headers.type), headers).cast(_SPARK_HEADERS)
+
+
 # Called with (log path, start position, end position) for every byte range a task reads: the
 # tests' proof that a narrow read touches only the bytes it needs.
 _read_hook: Callable[[str, int, int], None] | None = None
@@ -144,9 +152,7 @@ def to_kafka_batches(
     ]
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     if include_headers:  # a record without headers has null, as in Spark's Kafka source
-        headers = table.column("headers").cast(_SPARK_HEADERS)
-        none = pc.equal(pc.list_value_length(headers), 0)
-        columns.append(pc.if_else(none, pa.scalar(None, _SPARK_HEADERS), headers))
+        columns.append(spark_headers(table.column("headers")))
         names.append("headers")
     out = pa.Table.from_arrays(columns, names=names)
     for batch in out.to_batches(max_chunksize=_ROWS_PER_BATCH):

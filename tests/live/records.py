@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from jobs.ingest import LEADER_EPOCH
+from kafkalog_core.config import LogConfig
+from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.record.encoder import encode_records
 from tests.kafka_cluster import KafkaCluster
 
 
@@ -60,3 +67,23 @@ def consume_all(
         return out
     finally:
         consumer.close()
+
+
+def write_partition(
+    output: Path, topic: str, partition: int, records: pa.Table, **settings: object
+) -> int:
+    """One partition of `records` (key, value, timestamp, headers columns) in kafkalog's output
+    root, as the ingest writes it: the topic `settings` (e.g. segment.bytes, compression.type),
+    leader epoch 0 on every batch, the root's replication-offset-checkpoint entry at its log
+    end offset. Small batches (`max_batch_bytes`, default 1000), so segments hold several."""
+    batch_bytes = int(settings.pop("max_batch_bytes", 1000))
+    config = LogConfig.from_dict({k: str(v) for k, v in settings.items()})
+    log = PartitionLog.create(output / f"{topic}-{partition}", config, leader_epoch=LEADER_EPOCH)
+    log.append_batches(
+        encode_records(records, options=log.batch_options(max_batch_bytes=batch_bytes))
+    )
+    log.close()
+    checkpoint = OffsetCheckpointFile(output / "replication-offset-checkpoint")
+    entries = checkpoint.read() if checkpoint.exists() else {}
+    checkpoint.write({**entries, (topic, partition): log.log_end_offset})
+    return log.log_end_offset
