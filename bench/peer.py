@@ -8,7 +8,8 @@ Not a test. Run from the repo root:
 
 One process tree: this driver, one local[2] Spark session with Spark's Kafka connector on its
 class path (tests/jvm_deps.py group spark-kafka), and one single-node KRaft broker
-(tests/kafka_cluster.py, 1 GiB heap) started by this script. The broker shares the machine's
+(tests/kafka_cluster.py) started by this script with kafka-server-start.sh's JVM settings
+(1 GiB heap, G1). The broker shares the machine's
 cores with Spark. Every figure gives wall time and CPU: Spark's (this driver, the Spark JVM and
 its Python workers) and the broker's (its JVM's utime + stime from /proc/<pid>/stat, with a
 stopped broker's last CPU from this process's reaped children).
@@ -63,6 +64,17 @@ from bench.schema import COLUMNS, _parquet_source, _tree_cpu, make_orders  # noq
 PARTITIONS = 8
 BATCH_BYTES = 1 << 20
 BROKER_HEAP = "1g"
+# The broker JVM as bin/kafka-server-start.sh runs it (1 GiB heap, G1 with its pause goals,
+# the full JIT), not the test broker's quick-start options (C1 only, serial GC).
+BROKER_JVM = (
+    "-Xms1g",
+    "-XX:TieredStopAtLevel=4",
+    "-XX:-UseSerialGC",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,7 +578,7 @@ def run(args: argparse.Namespace, spark=None, cluster=None) -> dict:
     if own:
         broker_root = args.out / "peer-broker"
         shutil.rmtree(broker_root, ignore_errors=True)
-        cluster = KafkaCluster(broker_root, 1, heap=BROKER_HEAP)
+        cluster = KafkaCluster(broker_root, 1, heap=BROKER_HEAP, jvm_options=BROKER_JVM)
     results: dict = {}
     loads = []
     try:
