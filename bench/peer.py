@@ -59,11 +59,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.ingest import make_source, remove_logs, settle, start_session  # noqa: E402
+from bench.rss import descendants  # noqa: E402
 from bench.schema import COLUMNS, _parquet_source, _tree_cpu, make_orders  # noqa: E402
 
 PARTITIONS = 8
 BATCH_BYTES = 1 << 20
 BROKER_HEAP = "1g"
+# Every topic keeps its records: the tables' timestamps are from 2023 and 2024, which the
+# default retention.ms (7 days) would delete at the broker's first retention pass, mid-read.
+KEEP = {"retention.ms": "-1"}
 # The broker JVM as bin/kafka-server-start.sh runs it (1 GiB heap, G1 with its pause goals,
 # the full JIT), not the test broker's quick-start options (C1 only, serial GC).
 BROKER_JVM = (
@@ -108,9 +112,9 @@ def spark_frame(spark, workload: str, src: Path):
 
 
 def ingest_config(workload: str, src: Path, root: Path, topic: str, codec: str) -> dict:
-    topic_spec: dict = {"partitions": PARTITIONS}
+    topic_spec: dict = {"partitions": PARTITIONS, "config": dict(KEEP)}
     if codec != "none":
-        topic_spec["config"] = {"compression.type": codec}
+        topic_spec["config"]["compression.type"] = codec
     if workload == "w":
         mapping = {
             "key": {"column": "key", "format": "bytes"},
@@ -150,15 +154,34 @@ class Meter:
         reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
         return live + reaped.ru_utime + reaped.ru_stime
 
-    def _spark(self) -> float:
-        return time.process_time() + _tree_cpu(self.spark_pid)
+    def _spark(self) -> dict[int, float]:
+        """CPU seconds per process: this driver (0) and the Spark JVM with every process under
+        it (with the children each has reaped)."""
+        pids = {self.spark_pid, *descendants(self.spark_pid)}
+        return {0: time.process_time(), **{pid: _tree_cpu_one(pid) for pid in pids}}
 
     def run(self, fn: Callable[[], object]) -> tuple[dict, object]:
+        """Spark's CPU sums each process's growth over the run: a Python worker that exits
+        mid-run and is not reaped into its parent's figures takes its last ticks along, so the
+        figure is a lower bound, never a worker's whole life."""
         settle()
         s0, b0, t0 = self._spark(), self._broker(), time.perf_counter()
         result = fn()
         wall = time.perf_counter() - t0
-        return {"wall": wall, "cpu": self._spark() - s0, "broker_cpu": self._broker() - b0}, result
+        s1 = self._spark()
+        spark = sum(max(0.0, v - s0.get(pid, 0.0)) for pid, v in s1.items())
+        return {"wall": wall, "cpu": spark, "broker_cpu": self._broker() - b0}, result
+
+
+def _tree_cpu_one(pid: int) -> float:
+    """CPU seconds of one process (user + system, with its reaped children's); 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,6 +261,7 @@ def _ms(stamps: pa.Array) -> pa.Array:
 def create_topic(cluster, topic: str, **configs: str) -> None:
     from confluent_kafka.admin import NewTopic
 
+    configs = {**KEEP, **configs}
     admin = cluster.admin()
     for f in admin.create_topics(
         [NewTopic(topic, PARTITIONS, 1, config=configs)], operation_timeout=60
