@@ -147,7 +147,13 @@ def du(path: Path) -> int:
 # Spark
 
 
-def start_session(master: str, events: Path | None, tasks: int | None, driver_memory: str = "6g"):
+def start_session(
+    master: str,
+    events: Path | None,
+    tasks: int | None,
+    driver_memory: str = "6g",
+    extra_conf: dict[str, str] | None = None,
+):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from jobs.spark.session import get_or_create_session
@@ -178,6 +184,7 @@ def start_session(master: str, events: Path | None, tasks: int | None, driver_me
                 "spark.eventLog.rolling.enabled": "false",
             }
         )
+    conf.update(extra_conf or {})  # e.g. spark.jars of Spark's Kafka connector (bench/peer.py)
     spark = get_or_create_session(f"kafkalog-bench-ingest-{master}", conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
