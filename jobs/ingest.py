@@ -74,7 +74,7 @@ from jobs.ingestion.relayout.shares import relayout, spark_runner
 from jobs.ingestion.run.history import IngestHistory, format_summary
 from jobs.ingestion.run.reach import require_shared_root
 from jobs.ingestion.source.arrow_reader import ArrowReadPlan, plan_arrow_read
-from jobs.ingestion.source.splits import spark_tasks
+from jobs.ingestion.source.splits import split_settings
 from jobs.ingestion.source.table_files import source_files
 from jobs.ingestion.staging.task_staging import TaskManifest, run_start_ms, staging_root
 from jobs.ingestion.tasks.arrow_range import (
@@ -101,7 +101,7 @@ from jobs.schemas.store import WriterSchemaStore
 from jobs.spark.errors import task_error
 from jobs.spark.sources import SourceRead, SourceSpec, read_source
 from jobs.spark.task_log import task_failure_log
-from jobs.spark.tasks import byte_setting, default_parallelism, input_splits
+from jobs.spark.tasks import default_parallelism, input_splits
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from kafkalog_core.log.partition.append import batch_options_for
 
@@ -236,13 +236,10 @@ def _arrow_read_plan(
             partition_columns=found.partition_columns,
             partitions=found.partitions,
             partitions_why=found.partitions_why,
-            max_split_bytes=_max_split_bytes(spark),
-            splits=lambda: spark_tasks(source.df, files),
+            splits=lambda: split_settings(spark),
+            buckets=found.buckets,
             encodings=structured_values(source.df, config) if source is not None else None,
         )
-    packed = ""
-    if isinstance(plan, ArrowReadPlan) and plan.packed:
-        packed = f"; tasks packed in path order, not Spark's splits, as {plan.packed}"
     if plan is not None and choose_write_mode(config, tasks, len(plan.tasks)) == "range":
         assert found.files is not None and isinstance(plan, ArrowReadPlan)
         plan, why = plan_arrow_range(plan, config, found.files, found.partition_columns)
@@ -251,16 +248,11 @@ def _arrow_read_plan(
     if isinstance(plan, ArrowRangePlan):
         return plan, (
             f"{wanted}: {plan.read.where}, plain-column mappings and ordering, range mode: "
-            f"sorted runs exchanged through the run's staging (no Spark shuffle){packed}"
+            f"sorted runs exchanged through the run's staging (no Spark shuffle)"
         )
     if plan is not None:
-        return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode{packed}"
+        return plan, f"{wanted}: {plan.where}, plain-column mappings, direct mode"
     return None, f"{wanted}: not the arrow reader, as {why}"
-
-
-def _max_split_bytes(spark: SparkSession) -> int:
-    """spark.sql.files.maxPartitionBytes as the session resolves it (units allowed)."""
-    return byte_setting(spark, "spark.sql.files.maxPartitionBytes", 128 << 20)
 
 
 def _reachable_partitions(config: IngestConfig) -> int | None:

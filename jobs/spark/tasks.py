@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PAIRS",
     "byte_setting",
+    "count_setting",
     "default_parallelism",
     "from_pairs",
     "input_splits",
@@ -99,6 +100,13 @@ def byte_setting(spark: SparkSession, key: str, default: int) -> int:
     if m is None:
         return default
     return int(m[1]) * _BYTE_UNITS[m[2]]
+
+
+def count_setting(spark: SparkSession, key: str) -> int | None:
+    """A positive count setting (`spark.sql.files.minPartitionNum`), None when unset or not
+    a positive integer."""
+    value = (_setting(spark, key) or "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def input_splits(frame: DataFrame) -> int | None:

@@ -17,8 +17,8 @@ from deltalake import write_deltalake
 
 from jobs.ingest import run
 from jobs.ingestion.config.ingest_config import IngestConfig
-from jobs.ingestion.source.arrow_reader import OPEN_COST_BYTES, pack_tasks, plan_arrow_read
-from jobs.ingestion.source.pieces import FilePiece
+from jobs.ingestion.source.arrow_reader import plan_arrow_read
+from jobs.ingestion.source.splits import split_settings
 from kafkalog_core import native
 from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
 from tests.jobs.ingest_helpers import (
@@ -91,9 +91,9 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
 def test_auto_reader_picks_arrow_and_writes_in_one_pass(spark, source, tmp_path, small_splits):
     config = IngestConfig.from_dict(_doc(source["path"], tmp_path / "logs"))
     files = sorted(str(p) for p in Path(source["path"]).glob("*.parquet"))
-    read, why = plan_arrow_read(config, files, max_split_bytes=2000)
+    read, why = plan_arrow_read(config, files, splits=lambda: split_settings(spark))
     assert read is not None, why
-    assert len(read.tasks) == 3
+    assert len(read.tasks) == spark.read.parquet(str(source["path"])).rdd.getNumPartitions() >= 3
     result = _run(spark, _doc(source["path"], tmp_path / "logs"))
     assert result.task_reader == "arrow" and result.records == N
     assert "count" not in result.timings_ms and "place" in result.timings_ms
@@ -150,7 +150,6 @@ def test_delta_table_through_deltars_is_read_by_the_tasks(spark, tmp_path):
     doc = _doc({"format": "delta", "path": table, "delta_reader": "delta-rs"}, tmp_path / "logs")
     result = _run(spark, doc)
     assert (result.task_reader, result.source_version, result.records) == ("arrow", 1, 300)
-    assert "not Spark's splits" not in result.summary
     # Spark's reader scans the snapshot's files too: the arrow tasks are its splits, so the
     # same records in the same order
     plain = _doc(doc["source"], tmp_path / "s" / "logs", "spark")
@@ -333,24 +332,6 @@ def test_plan_says_why_a_run_does_not_qualify(tmp_path):
         assert plan is None and why.startswith(reason), (reason, why)
     plan, why = plan_arrow_read(_config(tmp_path), [good], partition_columns=("user",))
     assert plan is None and "reads table partition column(s) ['user']" in why
-
-
-def test_pack_tasks_keeps_path_order_and_splits_big_files_at_row_groups(tmp_path):
-    small = [_write(tmp_path / f"s{i}.parquet", {"x": list(range(10))}) for i in range(3)]
-    big = tmp_path / "big.parquet"
-    rng = np.random.default_rng(1)
-    pq.write_table(
-        pa.table({"x": rng.integers(0, 2**62, 40_000)}), big, row_group_size=10_000
-    )  # 4 row groups of ~80 KB
-    size = big.stat().st_size
-    tasks = pack_tasks([small[0], str(big), small[1], small[2]], max_split_bytes=size // 2)
-    pieces = [p for task in tasks for p in task]
-    assert [p.path for p in pieces] == [small[0]] + [str(big)] * 2 + small[1:]
-    assert [p.row_groups for p in pieces[1:3]] == [(0, 1), (2, 3)]
-    # a task takes pieces until the next would overflow it (each costing OPEN_COST_BYTES more)
-    packed = pack_tasks(small, max_split_bytes=2 * OPEN_COST_BYTES)
-    assert packed == ((FilePiece(small[0]), FilePiece(small[1])), (FilePiece(small[2]),))
-    assert pack_tasks(small, max_split_bytes=1) == tuple((FilePiece(p),) for p in small)
 
 
 @pytest.mark.spark

@@ -18,6 +18,7 @@ import jobs.ingest as ingest
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.source import fs as source_fs
 from jobs.ingestion.source.arrow_reader import mapped_batches, plan_arrow_read
+from jobs.ingestion.source.splits import SplitSettings
 from jobs.ingestion.source.table_files import SourceFiles
 from kafkalog_core.errors import ConfigError
 from tests.jobs.ingest_helpers import (
@@ -151,16 +152,6 @@ def test_tasks_read_through_the_file_system_the_scheme_resolves_to(
     monkeypatch.setitem(source_fs.RESOLVERS, SCHEME, resolver)
     by_name = {Path(u).name: u for u in uris}
     _with_files(monkeypatch, lambda f: by_name[Path(_plain(f)).name])
-    real_tasks = ingest.spark_tasks
-
-    def stored_tasks(df, files):  # Spark reads the local copy: its splits, named in the store
-        tasks, why = real_tasks(df, [str(local / Path(f).name) for f in files])
-        if tasks is None:
-            return tasks, why
-        named = [[replace(p, path=by_name[Path(p.path).name]) for p in t] for t in tasks]
-        return named, why
-
-    monkeypatch.setattr(ingest, "spark_tasks", stored_tasks)
     stored = _run(spark, _doc(local, tmp_path / "s" / "logs"))
     assert stored.task_reader == plain.task_reader == "arrow"
     assert stored.summary.endswith(
@@ -186,9 +177,10 @@ def test_planning_and_the_task_functions_read_through_a_stand_in_store(tmp_path,
     config = IngestConfig.from_dict(_doc(local, tmp_path / "logs"))
     paths = sorted(str(p) for p in local.glob("*.parquet"))
     split = big.stat().st_size * 2 // 3
-    by_store, why = plan_arrow_read(config, uris, max_split_bytes=split)
+    splits = lambda: SplitSettings(max_partition_bytes=split)  # noqa: E731
+    by_store, why = plan_arrow_read(config, uris, splits=splits)
     assert by_store is not None, why
-    by_path, why = plan_arrow_read(config, paths, max_split_bytes=split)
+    by_path, why = plan_arrow_read(config, paths, splits=splits)
     assert by_path is not None, why
     assert by_store.file_systems == (f"py::{SCHEME}",) and by_path.file_systems == ("local",)
     assert by_store.resolvers == ((SCHEME, resolver),) and by_path.resolvers == ()
@@ -199,7 +191,7 @@ def test_planning_and_the_task_functions_read_through_a_stand_in_store(tmp_path,
     for i, (task, plain_task) in enumerate(zip(by_store.tasks, by_path.tasks, strict=True)):
         got = list(mapped_batches(task, i, by_store.columns, by_store.rules))
         want = list(mapped_batches(plain_task, i, by_path.columns, by_path.rules))
-        assert pa.Table.from_batches(got).equals(pa.Table.from_batches(want))
+        assert len(got) == len(want) and all(g.equals(w) for g, w in zip(got, want, strict=True))
     assert {path for _, path in resolver.opens()} == {u.split("://")[1] for u in uris}
 
 

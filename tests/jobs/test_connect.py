@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from jobs import compact, compaction_audit, rebuild_index, retention
@@ -23,6 +24,7 @@ from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.meta import meta_root
 from tests.jobs.ingest_helpers import (
     BASE_MS,
+    SOURCE_SCHEMA,
     config_doc,
     snapshot,
     source_order_doc,
@@ -31,6 +33,7 @@ from tests.jobs.ingest_helpers import (
 )
 
 N = 300
+FILE_ROWS = (90, 700, 40, 260)  # rows per file of `files_source`: path order is not size order
 MODE = "SPARK_CONNECT_MODE_ENABLED"
 DAY_MS = 86_400_000
 TOPICS = {
@@ -92,6 +95,51 @@ def test_ingest_gives_the_same_files_from_either_session(
     assert files["connect"] == files["classic"]
     assert any(name.endswith(".log") for name in files["classic"])
     assert results["connect"].partitions == results["classic"].partitions
+
+
+@pytest.fixture(scope="module")
+def files_source(tmp_path_factory) -> Path:
+    """Files whose path order is not their size order; part-001 has several row groups, so
+    24 KB splits cut it into byte ranges."""
+    path = tmp_path_factory.mktemp("connect-files")
+    rows, at = source_rows(sum(FILE_ROWS), seed=5), 0
+    for f, count in enumerate(FILE_ROWS):
+        table = pa.Table.from_pylist(rows[at : at + count], schema=SOURCE_SCHEMA)
+        pq.write_table(table, path / f"part-{f:03d}.parquet", row_group_size=60)
+        at += count
+    return path
+
+
+@contextlib.contextmanager
+def _split_bytes(session, value: str) -> Iterator[None]:
+    key = "spark.sql.files.maxPartitionBytes"
+    before = session.conf.get(key)
+    session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        session.conf.set(key, before)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("split", ["24000", "128m"])
+def test_arrow_reader_plans_the_same_splits_of_several_files_from_either_session(
+    spark, connect, files_source, tmp_path, split
+):
+    """`ordering: source` over files of different sizes: both sessions plan Spark's splits in
+    Python (largest first, the big file cut into ranges), so the records come in the same
+    order, with the same bytes as Spark's own reader gives."""
+    files = {}
+    runs = [(kind, session, "arrow") for kind, session in _sessions(spark, connect)]
+    for kind, session, reader in [*runs, ("spark", spark, "spark")]:
+        root = tmp_path / kind / "logs"
+        doc = source_order_doc(files_source, root, reader, headers=False, topics=TOPICS)
+        doc["output"]["write_mode"] = "direct"
+        with _mode("connect" if kind == "connect" else "classic"), _split_bytes(session, split):
+            result = ingest(session, IngestConfig.from_dict(doc), run_id="r1", out=lambda _: None)
+        assert result.task_reader == reader and result.records == sum(FILE_ROWS), result.summary
+        files[kind] = snapshot(root)
+    assert files["connect"] == files["classic"] == files["spark"]
 
 
 @pytest.fixture(scope="module")

@@ -26,12 +26,11 @@ What qualifies (`plan_arrow_read` says why not, otherwise):
   table's: its values live in the file paths, not in the files) unless its values are supplied
   (`arrow_sources.PathPartitions`: a table's string and integer ones, parsed from the paths).
 
-Source order is Spark's: the tasks are Spark's own file splits when the caller has them
-(`arrow_splits.spark_tasks`: task k = Spark's partition k, its files in Spark's order, each
-split's midpoint row groups), so both readers write the same records in the same order with the
-same `pos`. Without them (Spark's plan could not be read: the summary says why) the order is
-the files' path order, then row order within a file, a task holding consecutive files (or row
-groups of a large file) of about `spark.sql.files.maxPartitionBytes` (`pack_tasks`).
+Source order is Spark's: the tasks are Spark's file splits, planned in Python from the files'
+sizes and the session's settings (`splits.planned_tasks`: task k = Spark's partition k, its
+files in Spark's order, each split's midpoint row groups), so both readers write the same
+records in the same order with the same `pos`, and a classic and a Spark Connect session the
+same plan.
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ from jobs.ingestion.source.fs import (
     why_not_open,
 )
 from jobs.ingestion.source.pieces import FilePiece, file_metadata
+from jobs.ingestion.source.splits import SplitSettings, bucket_tasks, planned_tasks
 from jobs.ingestion.source.table_files import PathPartitions
 
 if TYPE_CHECKING:
@@ -86,9 +86,6 @@ BATCH_ROWS = 65536
 # pyarrow's default reads a row group's whole column chunks at once, so a task's memory grew with
 # the source's row-group size (a 132 MiB row group: 280 MiB peak; streamed: 164 MiB, any size).
 READ_BUFFER_BYTES = 1 << 20
-# Spark's spark.sql.files.openCostInBytes default: a file costs this much on top of its size
-# when files are packed into tasks (so many small files do not all land in one task).
-OPEN_COST_BYTES = 4 << 20
 _MS_PER_DAY = 86_400_000
 # A header value expression the tasks can evaluate: a bare column name or a plain string literal.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -144,7 +141,6 @@ class ArrowReadPlan:
     rules: MappingRules
     file_systems: tuple[str, ...] = ()  # pyarrow's type names of the file systems read
     resolvers: tuple[tuple[str, Resolver], ...] = ()  # `source_fs` hooks the tasks install
-    packed: str = ""  # why the tasks are packed in path order, not Spark's splits
 
     @property
     def where(self) -> str:
@@ -317,16 +313,17 @@ def plan_arrow_read(
     partition_columns: Sequence[str] = (),
     partitions: PathPartitions | None = None,
     partitions_why: str = "",
-    max_split_bytes: int = 128 << 20,
-    splits: Callable[[], tuple[Sequence[Sequence[FilePiece]] | None, str]] | None = None,
+    splits: Callable[[], SplitSettings] = SplitSettings,
+    buckets: int | None = None,
     encodings: Mapping[str, StructuredValue | None] | None = None,
 ) -> tuple[ArrowReadPlan | None, str]:
     """The arrow reader's plan for these source files (Spark's or the Delta snapshot's list),
     or (None, why not) when the run does not qualify (see the module docstring); `partitions`:
     the values of partition columns the tasks can supply (a table's, from its paths), and
-    `partitions_why` why not, when they cannot (said if the mapping reads them); `splits`:
-    asked once the run qualifies, Spark's splits of the files as tasks (`arrow_splits`) or
-    (None, why not), when they are packed by `max_split_bytes`; `encodings`: the key's and the
+    `partitions_why` why not, when they cannot (said if the mapping reads them); `splits`: asked
+    once the run qualifies, the session's settings that shape Spark's file splits, the tasks
+    (`split_settings`); `buckets`: Spark scans the files one partition per bucket;
+    `encodings`: the key's and the
     value's `StructuredValue` ("key", "value") when the mapping gives them a structured format,
     resolved on the driver (`structured.structured_value`)."""
     source, m = config.source, config.mapping
@@ -419,10 +416,12 @@ def plan_arrow_read(
         kind, factor = planned
     if m.partition.column is not None and not pa.types.is_signed_integer(types[m.partition.column]):
         return None, f"partition column {m.partition.column!r} is not a signed integer"
-    tasks, packed = splits() if splits is not None else (None, "")
-    if tasks is None:
-        tasks = pack_tasks(sources, max_split_bytes)
-    tasks = tuple(tuple(task) for task in tasks)
+    if buckets is not None:
+        tasks = bucket_tasks(files, buckets)
+        if tasks is None:
+            return None, "a file of the bucketed table has no bucket id in its name"
+    else:
+        tasks = planned_tasks(files, splits())  # in Spark's listing order
     if supplied:
         assert partitions is not None
         tasks = tuple(
@@ -443,52 +442,7 @@ def plan_arrow_read(
         mapping_rules(config),
         file_systems=tuple(sorted({open_file_system(p)[0].type_name for p in sources})),
         resolvers=resolvers_for(sources),
-        packed=packed,
     ), ""
-
-
-def _file_size(location: str) -> int:
-    fs, path = open_file_system(location)
-    return int(fs.get_file_info(path).size)
-
-
-def pack_tasks(paths: Sequence[str], max_split_bytes: int) -> tuple[tuple[FilePiece, ...], ...]:
-    """Consecutive pieces of about `max_split_bytes` per task, in path order.
-
-    A file over the limit is split at row-group boundaries; files are packed into a task until
-    the next would overflow it, each counting `OPEN_COST_BYTES` on top of its size (Spark's
-    file packing, without its reordering by size, so the task order is the source order).
-    """
-    pieces: list[tuple[FilePiece, int]] = []
-    for path, size in zip(paths, io_map(_file_size, paths), strict=True):
-        if size <= max_split_bytes:
-            pieces.append((FilePiece(path), size))
-            continue
-        meta = file_metadata(path)
-        groups: list[tuple[list[int], int]] = [([], 0)]
-        for g in range(meta.num_row_groups):
-            rg = meta.row_group(g)
-            g_size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-            if groups[-1][0] and groups[-1][1] + g_size > max_split_bytes:
-                groups.append(([], 0))
-            groups[-1][0].append(g)
-            groups[-1] = (groups[-1][0], groups[-1][1] + g_size)
-        if len(groups) == 1:  # one piece after all: the whole file
-            pieces.append((FilePiece(path), size))
-        else:
-            pieces.extend((FilePiece(path, tuple(g)), g_size) for g, g_size in groups)
-    tasks: list[tuple[FilePiece, ...]] = []
-    current: list[FilePiece] = []
-    current_size = 0
-    for piece, size in pieces:
-        if current and current_size + size > max_split_bytes:
-            tasks.append(tuple(current))
-            current, current_size = [], 0
-        current.append(piece)
-        current_size += size + OPEN_COST_BYTES
-    if current:
-        tasks.append(tuple(current))
-    return tuple(tasks)
 
 
 # ---------------------------------------------------------------------------------------------

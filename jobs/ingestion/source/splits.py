@@ -1,26 +1,37 @@
-"""Spark's own file splits of a source, as the arrow task reader's tasks.
+"""Spark's file splits of a source, planned in Python: the arrow task reader's tasks.
 
 Why: the direct mode writes each partition's records in source order, and the range mode breaks
 ordering ties by `pos` (Spark's partition index and row index within it). With Spark's reader
-the source order is the order of Spark's file splits: its file scan cuts files into byte ranges
-(maxPartitionBytes, openCostInBytes, the total size over the minimum partition count), sorts
-them largest first and packs them into partitions; a Parquet split reads the row groups whose
-midpoint lies in its byte range. Rather than re-implement that packing (and follow it through
-Spark versions), the driver asks Spark: the source DataFrame's physical plan, its file scan
-node, the scan's input partitions and each one's files (path, start, length), through py4j.
-Task k of the arrow reader is then Spark's partition k, its files in the same order, and each
-file piece the row groups whose midpoint lies in the split's range, as parquet-mr filters them.
-A bucketed table's scan needs nothing more: when Spark uses the bucketed scan (a query that
-needs the buckets, or `autoBucketedScan` off) its partitions are the buckets, their files whole.
+the source order is the order of Spark's file splits, so the arrow reader's tasks are those
+splits, planned here from the file listing (sizes through pyarrow's file systems) and the
+session's settings (`spark.conf`): the same plan from a classic and a Spark Connect session,
+with no JVM handle. It is Spark's own packing (`FilePartition`, `PartitionedFileUtil`, 3.5-4.x):
 
-A Delta table read through delta-rs qualifies too: its Spark reader scans the snapshot's files
-with one Parquet scan (the partition values joined on by a broadcast join that keeps the scan's
-order). When the plan has not exactly one file scan, its splits name other files than the
-source's list, or this Spark's scan / partition classes differ, `spark_tasks` says why and the
-arrow reader packs the files itself (`arrow_reader.pack_tasks`, path order; the summary says so).
-Seen: Spark 4.2, plan WholeStageCodegen > ColumnarToRow > InputAdapter > FileSourceScanExec
-(adaptive wrappers are walked through `inputPlan`); `PartitionedFile.urlEncodedPath` is 3.4+,
-`filePath` the older string.
+- maxSplitBytes = min(maxPartitionBytes, max(openCostInBytes, bytesPerCore)), bytesPerCore =
+  the sum of (file size + openCostInBytes) over the files, divided by
+  `spark.sql.files.minPartitionNum`, else `spark.sql.leafNodeDefaultParallelism`, else the
+  default parallelism (`jobs.spark.tasks.default_parallelism`);
+- every file (Parquet is splittable) is cut into ranges of maxSplitBytes from byte 0, the last
+  the remainder; the ranges are sorted by length, longest first (a stable sort);
+- next fit decreasing: a range that would take the open partition past maxSplitBytes closes it;
+  each range adds its length + openCostInBytes;
+- with `spark.sql.files.maxPartitionNum` set and exceeded, the packing is redone with
+  maxSplitBytes = ceil(sum of (length + openCostInBytes) / maxPartitionNum).
+
+Spark's stable sort keeps its listing order among ranges of equal length (every full range of
+a source larger than maxSplitBytes ties): `plan_splits` takes the files in that order,
+`listing_order` gives it for a directory's files (a local directory's own order, as Hadoop's
+local file system lists it; an object store's and HDFS's path order) and a Delta snapshot's
+files are listed as Spark is given them. Where it can differ: a partitioned table's
+directories come in path order here, in Spark's discovery or catalog order there. A bucketed
+table that Spark scans by its buckets (`autoBucketedScan` off) has one partition per bucket, its
+files whole (`bucket_tasks`). A Parquet split
+reads the row groups whose midpoint lies in its byte range (parquet-mr's filter for Spark).
+
+`spark_splits` reads Spark's own plan of a DataFrame through py4j (its file scan's partitions):
+not on any job's path (a Connect client cannot see the plan), it is what the tests hold the
+Python plan to. `spark_partition_values` and `plan_nodes` serve the catalog table checks
+(`table_files`) on a classic session.
 
 A py4j call costs ~0.1-0.2 ms, and asking each `PartitionedFile` for its path, range and
 partition values took ~2.3 ms per file: 7 s of driver time for a table of 3,000 files. So each
@@ -33,16 +44,17 @@ rendering of partition values that could mean two rows (a value holding a comma,
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-from jobs.ingestion.source.fs import io_map, split_uri
+from jobs.ingestion.source.fs import io_map, open_file_system, split_uri
 from jobs.ingestion.source.pieces import FilePiece, file_metadata
 
 if TYPE_CHECKING:
@@ -50,12 +62,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FileSplit",
+    "SplitSettings",
+    "bucket_tasks",
     "joined_strings",
+    "listing_order",
     "midpoint_row_groups",
     "plan_nodes",
+    "plan_splits",
+    "planned_tasks",
     "spark_partition_values",
     "spark_splits",
-    "spark_tasks",
+    "split_settings",
     "split_tasks",
 ]
 
@@ -348,19 +365,125 @@ def _file_key(location: str) -> tuple[str, str, str]:
     return scheme, "" if scheme == "file" else authority, "/" + path.lstrip("/")
 
 
-def spark_tasks(
-    df: DataFrame, files: Sequence[str]
-) -> tuple[tuple[tuple[FilePiece, ...], ...] | None, str]:
-    """The arrow reader's tasks as Spark's partitions of `df` (the source as Spark reads it),
-    each piece named as in `files` (a plain path and a file: URI of it are the same file), or
-    (None, why not): also when Spark's splits name other files than `files`."""
-    splits, why = spark_splits(df)
-    if splits is None:
-        return None, why
-    named = {_file_key(f): f for f in files}
-    if {_file_key(s.path) for task in splits for s in task} != set(named) or len(named) != len(
-        files
-    ):
-        return None, "Spark's file splits name other files than the source's file list"
-    renamed = [[replace(s, path=named[_file_key(s.path)]) for s in task] for task in splits]
-    return split_tasks(renamed), ""
+@dataclass(frozen=True)
+class SplitSettings:
+    """The session's settings that shape Spark's file splits (`split_settings`)."""
+
+    max_partition_bytes: int = 128 << 20  # spark.sql.files.maxPartitionBytes
+    open_cost_bytes: int = 4 << 20  # spark.sql.files.openCostInBytes
+    min_partitions: int = 1  # minPartitionNum, else leafNodeDefaultParallelism / parallelism
+    max_partitions: int | None = None  # spark.sql.files.maxPartitionNum
+
+
+def split_settings(spark: Any) -> SplitSettings:
+    """What the session's settings give Spark's file scan (read through `spark.conf`, so a
+    classic and a Connect session alike)."""
+    from jobs.spark.tasks import byte_setting, count_setting, default_parallelism
+
+    minimum = count_setting(spark, "spark.sql.files.minPartitionNum") or count_setting(
+        spark, "spark.sql.leafNodeDefaultParallelism"
+    )
+    return SplitSettings(
+        max_partition_bytes=byte_setting(spark, "spark.sql.files.maxPartitionBytes", 128 << 20),
+        open_cost_bytes=byte_setting(spark, "spark.sql.files.openCostInBytes", 4 << 20),
+        min_partitions=minimum or default_parallelism(spark),
+        max_partitions=count_setting(spark, "spark.sql.files.maxPartitionNum"),
+    )
+
+
+def _packed(
+    ranges: Sequence[FileSplit], max_bytes: int, open_cost: int
+) -> list[tuple[FileSplit, ...]]:
+    """Next fit decreasing over ranges already sorted longest first, as Spark packs them."""
+    partitions: list[tuple[FileSplit, ...]] = []
+    current: list[FileSplit] = []
+    size = 0
+    for r in ranges:
+        if current and size + r.length > max_bytes:
+            partitions.append(tuple(current))
+            current, size = [], 0
+        current.append(r)
+        size += r.length + open_cost
+    if current:
+        partitions.append(tuple(current))
+    return partitions
+
+
+def plan_splits(
+    files: Sequence[str], sizes: Sequence[int], settings: SplitSettings
+) -> tuple[tuple[FileSplit, ...], ...]:
+    """Spark's partitions of these Parquet files (in listing order, with their sizes in bytes),
+    each its file ranges in Spark's order (see the module docstring). Empty files are left out,
+    as Spark's listing leaves them out."""
+    listed = [(f, s) for f, s in zip(files, sizes, strict=True) if s > 0]
+    open_cost = settings.open_cost_bytes
+    total = sum(s + open_cost for _, s in listed)
+    per_core = total // max(1, settings.min_partitions)
+    max_bytes = max(
+        1, min(settings.max_partition_bytes, max(open_cost, per_core))
+    )  # 0: Spark fails
+    ranges = [
+        FileSplit(f, start, min(max_bytes, size - start), size)
+        for f, size in listed
+        for start in range(0, size, max_bytes)
+    ]
+    ranges.sort(key=lambda r: -r.length)  # stable: listing order among equal lengths
+    partitions = _packed(ranges, max_bytes, open_cost)
+    limit = settings.max_partitions
+    if limit is not None and len(partitions) > limit:
+        wanted = -(-sum(r.length + open_cost for r in ranges) // limit)
+        partitions = _packed(ranges, wanted, open_cost)
+    return tuple(partitions)
+
+
+def _file_size(location: str) -> int:
+    fs, path = open_file_system(location)
+    return int(fs.get_file_info(path).size)
+
+
+_BUCKET_ID = re.compile(r".*_(\d+)(?:\..*)?")  # Spark's `BucketingUtils.getBucketId`, on a name
+
+
+def bucket_tasks(files: Sequence[str], buckets: int) -> tuple[tuple[FilePiece, ...], ...] | None:
+    """The arrow reader's tasks as Spark's bucketed scan's partitions: one per bucket (some
+    empty), each its files whole in listing order; None when a file's name has no bucket id
+    (Spark refuses to read it)."""
+    tasks: list[list[FilePiece]] = [[] for _ in range(buckets)]
+    for f in files:
+        found = _BUCKET_ID.fullmatch(f.rpartition("/")[2])
+        if found is None or int(found[1]) >= buckets:
+            return None
+        tasks[int(found[1])].append(FilePiece(f))
+    return tuple(tuple(t) for t in tasks)
+
+
+def listing_order(files: Sequence[str]) -> list[str]:
+    """`files` in the order Hadoop's file systems list them, Spark's order among ranges of equal
+    length: a local directory in its own order (readdir, as Hadoop's local file system lists it
+    and `os.listdir` does), directories and other file systems (object stores, HDFS: sorted
+    listings) in path order."""
+    ordered = sorted(files)
+    local = [f for f in ordered if open_file_system(f)[0].type_name == "local"]
+    if not local:
+        return ordered
+    where: dict[str, tuple[str, int]] = {}
+    listings: dict[str, dict[str, int]] = {}
+    for f in local:
+        path = open_file_system(f)[1]
+        parent, _, name = path.rpartition("/")
+        if parent not in listings:
+            try:
+                listings[parent] = {n: i for i, n in enumerate(os.listdir(parent or "/"))}
+            except OSError:
+                listings[parent] = {}
+        where[f] = (parent, listings[parent].get(name, -1))
+    return sorted(ordered, key=lambda f: where.get(f, (f, 0)))
+
+
+def planned_tasks(
+    files: Sequence[str], settings: SplitSettings
+) -> tuple[tuple[FilePiece, ...], ...]:
+    """The arrow reader's tasks for these files (in listing order): Spark's partitions as
+    `plan_splits` plans them, each split its midpoint row groups (`split_tasks`)."""
+    sizes = io_map(_file_size, list(files))
+    return split_tasks(plan_splits(files, sizes, settings))

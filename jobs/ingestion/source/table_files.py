@@ -63,13 +63,15 @@ class PathPartitions:
 
 @dataclass(frozen=True)
 class SourceFiles:
-    """The files (decoded local paths or URIs, `source_fs`) and partition columns, or why not."""
+    """The files (decoded local paths or URIs, `source_fs`, in Spark's listing order: the order
+    of its file splits among equal lengths) and partition columns, or why not."""
 
     files: list[str] | None
     partition_columns: tuple[str, ...] = ()
     why: str = ""
     partitions: PathPartitions | None = None  # their values, when the paths give them
     partitions_why: str = ""  # why the paths do not give them, for a table that has them
+    buckets: int | None = None  # Spark scans them one partition per bucket (`bucket_tasks`)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class CatalogTable:
     input_format: str
     partition_columns: tuple[str, ...]
     partition_types: tuple[str, ...] = ()  # Spark's simple type names
+    buckets: int = 0  # its bucket count (0: not bucketed)
 
     @property
     def parquet(self) -> bool:
@@ -107,6 +110,7 @@ def catalog_table(spark: SparkSession, name: str) -> CatalogTable:
         input_format=details.get("InputFormat", ""),
         partition_columns=tuple(c.name for c in partitions),
         partition_types=tuple(c.dataType for c in partitions),
+        buckets=int(buckets) if (buckets := details.get("Num Buckets", "")).isdigit() else 0,
     )
 
 
@@ -203,6 +207,8 @@ def input_files(df: DataFrame) -> list[str]:
 
 
 def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFiles:
+    from jobs.ingestion.source.splits import listing_order
+
     table = catalog_table(spark, name)
     if table.kind == "VIEW":
         return SourceFiles(None, why=f"table {name} is a view")
@@ -217,7 +223,7 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
         why = _hive_serde_why(name, source)
         if why:
             return SourceFiles(None, why=why)
-    files = input_files(source.df)
+    files = listing_order(input_files(source.df))
     partitions = _path_partitions(table, files)
     why = ""
     if table.partition_columns and partitions is None:
@@ -227,18 +233,33 @@ def _table_files(spark: SparkSession, name: str, source: SourceRead) -> SourceFi
         partitions = None
         why = "a partition's directory names other values than the catalog gives its rows "
         why += "(a partition added at a custom location)"
-    return SourceFiles(files, table.partition_columns, partitions=partitions, partitions_why=why)
+    return SourceFiles(
+        files,
+        table.partition_columns,
+        partitions=partitions,
+        partitions_why=why,
+        buckets=table.buckets if table.buckets and _bucketed_scan(spark) else None,
+    )
+
+
+def _bucketed_scan(spark: SparkSession) -> bool:
+    """Whether Spark scans a bucketed table by its buckets when the query does not need them:
+    with bucketing on and its automatic choice of the bucketed scan off."""
+    on = spark.conf.get("spark.sql.sources.bucketing.enabled", "true")
+    auto = spark.conf.get("spark.sql.sources.bucketing.autoBucketedScan.enabled", "true")
+    return str(on).lower() == "true" and str(auto).lower() == "false"
 
 
 def source_files(spark: SparkSession, config: IngestConfig, source: SourceRead) -> SourceFiles:
     """The data files Spark would read and the source's partition columns, or why not; a Delta
     table named by a file: URI keeps that scheme for its files."""
+    from jobs.ingestion.source.splits import listing_order
     from jobs.spark.delta import load_snapshot
     from jobs.spark.sources import delta_reader_for
 
     spec = config.source
     if spec.format == "parquet":
-        return SourceFiles(input_files(source.df))
+        return SourceFiles(listing_order(input_files(source.df)))
     if spec.format == "table":
         return _table_files(spark, str(spec.table), source)
     if (
