@@ -191,7 +191,9 @@ def plan_publish(
     for (topic, partition), ms in sorted(winners.items()):
         state = existing_state.get((topic, partition))
         plans.append(_plan_partition(topic, partition, ms, state, topic_ids or {}))
-    plans.extend(_empty_partitions(partition_counts or {}, winners, existing_state, topic_ids))
+    epoch = max((m.leader_epoch for ms in winners.values() for m in ms), default=-1)
+    counts = partition_counts or {}
+    plans.extend(_empty_partitions(counts, winners, existing_state, topic_ids, epoch))
     plans.sort(key=lambda p: (p.topic, p.partition))
     return PublishPlan(
         run_id=run_id,
@@ -209,9 +211,11 @@ def _empty_partitions(
     written: Mapping[tuple[str, int], Any],
     existing_state: StateMap,
     topic_ids: Mapping[str, str] | None,
+    leader_epoch: int,
 ) -> list[PartitionPlan]:
     """A new, empty partition for each partition below its topic's count that has no dir and
-    no records of this run."""
+    no records of this run; its leader epoch starts at offset 0, as a broker's leader of an
+    empty partition assigns it (`maybeAssignEpochStartOffset`)."""
     return [
         PartitionPlan(
             topic=topic,
@@ -222,6 +226,7 @@ def _empty_partitions(
             replaces=None,
             manifests=(),
             topic_id=(topic_ids or {}).get(topic),
+            leader_epoch=leader_epoch,
         )
         for topic, count in sorted(counts.items())
         for partition in range(count)
