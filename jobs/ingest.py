@@ -467,6 +467,7 @@ def run(
             run_id=run_id,
             run_info=info,
             topic_ids=resolve_topic_ids(config, topics, state),
+            partition_counts={t: s.partitions for t in topics if (s := config.topic(t))},
         )
         record_writer_schemas(WriterSchemaStore.of_output(root), resolved_encodings())
         result: PublishResult = publish(publish_plan)

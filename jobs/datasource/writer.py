@@ -34,6 +34,9 @@ partitions. `overwrite` replaces the topics the write names (the
 `topic` option) or carries rows for: their partition dirs, whatever their count, are retired
 inside the same journaled publish that renames the new ones in (`commit/retire.py`), offsets
 start at 0 again, the topic id is kept (or `topics.<name>.topic_id`), other topics are untouched.
+Either mode leaves every partition of a topic it writes or replaces as a dir, empty where no row
+went, in the same publish (`commit.plan_publish`'s `partition_counts`): the next append reads
+the count from the dirs.
 Spark refuses `errorifexists` (its default) and `ignore` itself for Python data sources
 (UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any of this code runs.
 """
@@ -41,7 +44,6 @@ Spark refuses `errorifexists` (its default) and `ignore` itself for Python data 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -86,7 +88,6 @@ from jobs.ingestion.tasks.writer import (
 from jobs.schemas.settings import SchemaSettings, settings_from_options
 from kafkalog_core.config import LogConfig
 from kafkalog_core.errors import ConfigError, KafkaLogError
-from kafkalog_core.log import PartitionLog
 from kafkalog_core.log.checkpoints import is_usable_topic_id, topic_id_from_str, topic_id_to_str
 from kafkalog_core.log.names import live_partition_dirs, partition_dir_name
 from kafkalog_core.log.partition.append import batch_options_for
@@ -432,36 +433,6 @@ def _check_partition_counts(
             )
 
 
-def _create_empty_partitions(
-    root: Path,
-    options: WriteOptions,
-    placed: list[TaskManifest],
-    found: Mapping[tuple[str, int], Any],
-    topic_ids: Mapping[str, str],
-) -> None:
-    """A topic this write creates gets every one of its partitions, as Kafka creates a topic:
-    those no row went to are empty partition dirs, so the dirs tell the next append the count.
-
-    Each is made in the run's staging and renamed in, before the publish: a kill leaves whole
-    empty partitions, which the same write run again publishes into or leaves as they are.
-    (An overwrite's topics keep only the partitions it writes: their old dirs are in place.)"""
-    existing = {topic for topic, _ in found}
-    holding: dict[str, set[int]] = {}
-    for m in placed:
-        holding.setdefault(m.topic, set()).add(m.partition)
-    for topic in sorted(set(holding) - existing):
-        for partition in range(options.partitions(topic)):
-            name = partition_dir_name(topic, partition)
-            if partition in holding[topic] or (root / name).exists():
-                continue
-            staged = staging_root(root, options.run_id) / "empty" / name
-            shutil.rmtree(staged, ignore_errors=True)
-            PartitionLog.create(
-                staged, options.log_config(topic), topic_id=topic_id_from_str(topic_ids[topic])
-            ).close()
-            os.replace(staged, root / name)
-
-
 def commit_write(
     options: WriteOptions, manifests: list[TaskManifest], *, overwrite: bool = False
 ) -> RelayoutReport | None:
@@ -496,15 +467,15 @@ def commit_write(
         )
         placed, relaid = relayout(placed, settings, thread_runner(settings))
         topics = {m.topic for m in placed}
-        ids = topic_ids_for(topics, found, options.topic_ids)
-        if not overwrite:
-            _create_empty_partitions(run.root, options, placed, found, ids)
+        # every partition of a topic written or replaced, empty where no row went (`plan_publish`)
+        counts = {t: options.partitions(t) for t in topics | replaced}
+        ids = topic_ids_for(counts, found, options.topic_ids)
         info = RunInfo(
             source="dataframe",
             started_at_ms=options.started_ms,
             description='df.write.format("kafkalog")',
             topic_configs={
-                t: options.log_config(t).to_dict(non_default=True) for t in sorted(topics)
+                t: options.log_config(t).to_dict(non_default=True) for t in sorted(counts)
             },
         )
         plan = plan_publish(
@@ -515,6 +486,7 @@ def commit_write(
             run_info=info,
             topic_ids=ids,
             retired=retired,
+            partition_counts=counts,
         )
         if options.encodings:  # the schemas the values were framed with stay with the output
             from jobs.schemas.resolve import record_writer_schemas

@@ -70,6 +70,10 @@ def _topic_dirs(root: Path, topic: str) -> dict[str, dict[str, bytes]]:
 def scenario(tmp_path: Path, monkeypatch):
     """old: orders (3 partitions, 3 segments or more each) and clicks; a staged overwrite of
     orders with 2 partitions; the template to restore, the steps and the uninterrupted end."""
+    return _scenario(tmp_path, monkeypatch, 2, _rows("new", 50))
+
+
+def _scenario(tmp_path: Path, monkeypatch, partitions: int, rows: pa.RecordBatch):
     work = tmp_path / "work"
     root = work / "logs"
     _write(root, "a", "orders", 3, _rows("old", 120))
@@ -78,7 +82,7 @@ def scenario(tmp_path: Path, monkeypatch):
     log_start.write({("orders", 0): 5, ("orders", 2): 3, ("clicks", 0): 1})  # retention ran
     old = _topic_dirs(root, "orders")
     clicks = visible(root)["clicks-0"]
-    options, manifests = _stage(root, "b", "orders", 2, _rows("new", 50))
+    options, manifests = _stage(root, "b", "orders", partitions, rows)
     template = tmp_path / "template"
     copy_tree(work, template)
 
@@ -138,6 +142,24 @@ def _crash_at(step: str, options, manifests, monkeypatch) -> None:
 
 
 def test_crash_at_every_step_leaves_old_or_new_and_recovery_finishes(scenario, monkeypatch):
+    _crash_at_every_step(scenario, monkeypatch)
+
+
+def test_an_overwrite_leaves_every_partition_of_the_count(tmp_path: Path, monkeypatch) -> None:
+    """Rows for one of 5 partitions: the other 4 are published as empty partition dirs in the
+    same journaled publish (a kill leaves the old topic or the new one, whole)."""
+    one_key = pa.record_batch({"key": pa.array([b"k"] * 7), "value": pa.array([b"v"] * 7)})
+    scenario = _scenario(tmp_path, monkeypatch, 5, one_key)
+    new, steps = scenario[7], scenario[5]
+    assert sorted(new) == [f"orders-{p}" for p in range(5)]
+    empty = sorted(d for d, files in new.items() if not any(files.values()))
+    assert len(empty) == 4
+    assert all(new[d]["00000000000000000000.log"] == b"" for d in empty)
+    assert [s for s in steps if s.startswith("empty:")] == [f"empty:{d}" for d in empty]
+    _crash_at_every_step(scenario, monkeypatch)
+
+
+def _crash_at_every_step(scenario, monkeypatch) -> None:
     root, work, template, options, manifests, steps, old, new, clicks, end = scenario
     assert len(steps) > 10
     for i, step in enumerate(steps):

@@ -93,3 +93,27 @@ def test_a_new_topic_gets_every_partition(spark, kafka_client, tmp_path: Path) -
     read = kafka_client.kafka_client_read(root)
     assert read.offset_problems() == []
     assert len(list(read.rows())) == 41
+
+
+def test_an_overwrite_keeps_every_partition_for_the_next_append(
+    spark, kafka_client, tmp_path: Path
+) -> None:
+    """An overwrite whose rows go to 2 of the topic's 6 partitions leaves the other 4 as empty
+    dirs (in the same publish), so the next append still places keys for 6."""
+    root = tmp_path / "logs"
+    schema = "key binary, value binary"
+    _append(spark, root, "w0", [(b"a", b"old")], schema, **{"topics.orders.partitions": "6"})
+    spark.createDataFrame([(b"x", 1), (b"y", 4)], "value binary, partition int").write.format(
+        "kafkalog"
+    ).mode("overwrite").option("topic", "orders").option("runId", "w1").save(str(root))
+    later = [(b"k%d" % i, b"later-%d" % i) for i in range(60)]
+    _append(spark, root, "w2", later, schema)
+
+    read = kafka_client.kafka_client_read(root)
+    assert read.offset_problems() == []
+    got = {(key, value): partition for _, partition, _, key, value, _, _ in read.rows() if key}
+    want = dict(zip(later, _kafka_partitions(kafka_client, [k for k, _ in later], 6), strict=True))
+    assert got == want
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("orders-")) == [
+        f"orders-{p}" for p in range(6)
+    ]

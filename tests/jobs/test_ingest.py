@@ -146,11 +146,16 @@ def test_partitions_follow_murmur2_of_both_implementations(ingested, source):
 def test_offsets_contiguous_from_zero_with_engine_batches(ingested):
     root = ingested["default"]["root"]
     partition_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    # every partition of both topics, as a broker creates them; vectors' keys reach 4 of 10
     assert {p.name for p in partition_dirs} == {f"events-{i}" for i in range(5)} | {
-        f"vectors-{i}" for i in {0, 6, 7, 9}
+        f"vectors-{i}" for i in range(10)
     }
+    written = {f"events-{i}" for i in range(5)} | {f"vectors-{i}" for i in {0, 6, 7, 9}}
     for pdir in partition_dirs:
         records, batches = read_partition(pdir)
+        assert bool(records) == (pdir.name in written)
+        if not records:
+            continue
         assert [r[0] for r in records] == list(range(len(records)))
         assert [b.base_offset for b in batches] == [0] + [b.next_offset for b in batches[:-1]]
         assert all(b.leader_epoch == LEADER_EPOCH and b.magic == 2 for b in batches)
@@ -294,3 +299,27 @@ def test_compressed_and_log_append_time_topics_read_back(spark, source, tmp_path
             _, batches = read_partition(root / f"{name}-{p}")
             assert {b.compression_type for b in batches} == {codec_id}
             assert {b.timestamp_type for b in batches} == {1 if name == "la" else 0}
+
+
+def test_every_partition_of_a_topic_is_created(spark, tmp_path):
+    """As a broker creates a topic (and as df.write does, through the same publish): the
+    partitions no record went to are empty partition dirs of the topic, so the dirs hold the
+    count."""
+    rows = source_rows(20, users=1)  # one key: one partition of 6
+    root = tmp_path / "logs"
+    topics = {"events": {"partitions": 6}}
+    doc = config_doc(write_parquet(tmp_path / "src", rows), root, topics=topics)
+    run(spark, IngestConfig.from_dict(doc), run_id="one-key", out=lambda _: None)
+    dirs = sorted(p.name for p in root.iterdir() if p.name.startswith("events-"))
+    assert dirs == [f"events-{p}" for p in range(6)]
+    written = kp_partition(b"user-0", 6)
+    ids = {PartitionMetadataFile(root / d / "partition.metadata").read() for d in dirs}
+    assert len(ids) == 1
+    recovery = OffsetCheckpointFile(root / "recovery-point-offset-checkpoint").read()
+    for p in range(6):
+        log = root / f"events-{p}" / "00000000000000000000.log"
+        assert (log.stat().st_size > 0) == (p == written)
+        assert recovery[("events", p)] == (20 if p == written else 0)
+        epochs = LeaderEpochCheckpointFile(root / f"events-{p}" / "leader-epoch-checkpoint").read()
+        assert [(e.epoch, e.start_offset) for e in epochs] == [(LEADER_EPOCH, 0)]
+    assert read_root(root) == expected_records(rows, {"events": 6})

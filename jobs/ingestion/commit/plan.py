@@ -137,6 +137,7 @@ def plan_publish(
     meta_properties: Mapping[str, str] | None = None,
     verify: bool = True,
     retired: tuple[str, ...] = (),
+    partition_counts: Mapping[str, int] | None = None,
 ) -> PublishPlan:
     """Pick one attempt per (partition, range) and check the ranges chain from the log end.
 
@@ -144,6 +145,12 @@ def plan_publish(
     whose staged files verify wins, so the choice is the same on every re-plan. A partition with
     no existing state is new and must start at offset 0. `retired` names the partition dirs an
     overwrite replaces: `existing_state` must then leave them out (they are new again).
+
+    `partition_counts` gives the topics the run writes (or replaces) with their partition
+    counts: a partition of such a topic that neither exists nor gets records is published as an
+    empty partition dir, as Kafka creates every partition of a topic. The dirs are how the next
+    append learns the count (murmur2 of a key modulo it), so they go in with the same journaled
+    publish as the records: a kill leaves the old topic or the new one, whole.
     """
     by_key: dict[tuple[str, int, int], list[TaskManifest]] = {}
     for m in manifests:
@@ -184,6 +191,10 @@ def plan_publish(
     for (topic, partition), ms in sorted(winners.items()):
         state = existing_state.get((topic, partition))
         plans.append(_plan_partition(topic, partition, ms, state, topic_ids or {}))
+    epoch = max((m.leader_epoch for ms in winners.values() for m in ms), default=-1)
+    counts = partition_counts or {}
+    plans.extend(_empty_partitions(counts, winners, existing_state, topic_ids, epoch))
+    plans.sort(key=lambda p: (p.topic, p.partition))
     return PublishPlan(
         run_id=run_id,
         output_root=str(Path(output_root).absolute()),
@@ -193,6 +204,34 @@ def plan_publish(
         meta_properties=dict(meta_properties) if meta_properties else None,
         retired=tuple(sorted(retired)),
     )
+
+
+def _empty_partitions(
+    counts: Mapping[str, int],
+    written: Mapping[tuple[str, int], Any],
+    existing_state: StateMap,
+    topic_ids: Mapping[str, str] | None,
+    leader_epoch: int,
+) -> list[PartitionPlan]:
+    """A new, empty partition for each partition below its topic's count that has no dir and
+    no records of this run; its leader epoch starts at offset 0, as a broker's leader of an
+    empty partition assigns it (`maybeAssignEpochStartOffset`)."""
+    return [
+        PartitionPlan(
+            topic=topic,
+            partition=partition,
+            is_new=True,
+            old_log_end_offset=0,
+            new_log_end_offset=0,
+            replaces=None,
+            manifests=(),
+            topic_id=(topic_ids or {}).get(topic),
+            leader_epoch=leader_epoch,
+        )
+        for topic, count in sorted(counts.items())
+        for partition in range(count)
+        if (topic, partition) not in written and (topic, partition) not in existing_state
+    ]
 
 
 def _plan_partition(

@@ -40,6 +40,7 @@ from kafkalog_core.log.checkpoints import (
     fsync_dir,
     topic_id_from_str,
 )
+from kafkalog_core.log.segment.log_segment import LogSegment
 
 # --- publish -----------------------------------------------------------------------------------
 Hook = Callable[[str], None]
@@ -219,6 +220,9 @@ def _run_steps(plan: PublishPlan, root: Path, hook: Hook) -> None:
         assembly.mkdir(parents=True, exist_ok=True)
         for m, f in p.files():
             advance(p, m, f, _SWAP)
+        if not p.manifests:
+            hook(f"empty:{p.dir_name}")
+            _write_empty_segment(assembly)
         hook(f"metadata:{p.dir_name}")
         _write_partition_metadata(assembly, p)
         fsync_dir(assembly)
@@ -265,6 +269,14 @@ def _run_steps(plan: PublishPlan, root: Path, hook: Hook) -> None:
 
 
 # --- metadata files ----------------------------------------------------------------------------
+def _write_empty_segment(pdir: Path) -> None:
+    """The empty first segment of a partition no record went to, as a broker creates it (files
+    a crashed attempt left in the assembly dir are made again)."""
+    for ext in SEGMENT_FILE_ORDER:
+        (pdir / segment_file_name(0, ext)).unlink(missing_ok=True)
+    LogSegment.open(pdir, 0).close()
+
+
 def _write_partition_metadata(pdir: Path, p: PartitionPlan) -> None:
     """partition.metadata and leader-epoch-checkpoint of a new partition dir (§9.3, §9.4)."""
     if p.topic_id:
