@@ -38,8 +38,8 @@ class SliceReading:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SlicePack):  # Spark's InputPartition(None): nothing to read
             return
+        from jobs.datasource.one_line import one_line_errors
         from jobs.datasource.scan import read_pack
-        from jobs.datasource.source import one_line_errors
 
         with one_line_errors():
             yield from read_pack(

@@ -7,9 +7,6 @@ schema call pays only for pyspark's own imports.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
@@ -21,6 +18,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from jobs.datasource.one_line import one_line_errors
 from jobs.datasource.schema import (
     SEGMENTS_SCHEMA_DDL,
     SEGMENTS_VIEW,
@@ -33,24 +31,7 @@ from jobs.datasource.schema import (
 if TYPE_CHECKING:
     from jobs.datasource.decoded import DecodedColumns
 
-__all__ = ["KafkaLogDataSource", "one_line_errors"]
-
-
-@contextmanager
-def one_line_errors() -> Iterator[None]:
-    """Our errors (a bad option, a record that does not decode) reach the user as their one
-    line, not with the Python worker's traceback inside Spark's: the worker formats a failure
-    without its traceback when SPARK_HIDE_TRACEBACK is set, which it reads as it formats. A
-    worker that failed is never reused, so the setting ends with it; other failures keep their
-    tracebacks."""
-    try:
-        yield
-    except Exception as error:
-        from kafkalog_core.errors import KafkaLogError  # only on failure: schema() stays light
-
-        if isinstance(error, KafkaLogError):
-            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-        raise
+__all__ = ["KafkaLogDataSource"]
 
 
 class KafkaLogDataSource(DataSource):
