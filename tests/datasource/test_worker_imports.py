@@ -65,6 +65,7 @@ def test_schema_worker_imports_only_the_schema(options: dict[str, str]) -> None:
     assert ours == {
         "jobs",
         "jobs.datasource",
+        "jobs.datasource.one_line",  # the source's one-line errors: os and contextlib only
         "jobs.datasource.schema",
         "jobs.datasource.source",
         "pyspark_kafkalog",
