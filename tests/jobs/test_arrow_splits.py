@@ -207,7 +207,7 @@ def test_files_read_in_one_round_trip_per_partition_match_the_per_file_reading(
     spark, odd_partitions, monkeypatch
 ):
     """Each partition's files come from Spark's rendering of them (one py4j call for all of
-    them); every split and every file's partition values equal what asking each file gives."""
+    them); every split equals what asking each file gives."""
     from jobs.ingestion.source import splits as arrow_splits
     from jobs.ingestion.source.table_files import input_files
 
@@ -217,12 +217,7 @@ def test_files_read_in_one_round_trip_per_partition_match_the_per_file_reading(
     partitions, _ = arrow_splits._scan_files(df)
     assert partitions and all(f.values_text is not None for p in partitions for f in p)
     splits, why = spark_splits(df)
-    values = arrow_splits.spark_partition_values(df, files)
-    assert splits is not None and values is not None, why
-    # Spark's rows carry exactly these values (the comma and the string "null" cannot be told
-    # from the rendering: those files' rows were asked for)
-    assert set(values.values()) == {tuple(r) for r in df.select("s", "n").distinct().collect()}
-    assert len(set(values.values())) == 12
+    assert splits is not None, why
     monkeypatch.setattr(arrow_splits, "joined_strings", lambda jvm, array: "")
     partitions, _ = arrow_splits._scan_files(df)
     assert partitions and all(f.values_text is None for p in partitions for f in p)
@@ -231,5 +226,20 @@ def test_files_read_in_one_round_trip_per_partition_match_the_per_file_reading(
     assert [[(s.path, s.start, s.length) for s in t] for t in per_file] == [
         [(s.path, s.start, s.length) for s in t] for t in splits
     ]
-    assert arrow_splits.spark_partition_values(df, files) == values
-    assert input_files(df) == files
+
+
+def test_partition_values_come_from_spark_for_every_file(spark, odd_partitions):
+    """Values Spark escapes in the paths or renders ambiguously (a comma, the string "null",
+    nulls, non-ASCII): each file's values are those of its rows, keyed as its listed path."""
+    from jobs.ingestion.source.splits import file_key
+    from jobs.ingestion.source.table_files import input_files, spark_partition_values
+
+    df = spark.read.parquet(str(odd_partitions))
+    values = spark_partition_values(df, ["s", "n"])
+    assert values is not None
+    assert sorted(values) == sorted(file_key(f) for f in input_files(df))
+    assert all(len(v) == 1 for v in values.values())
+    assert set().union(*values.values()) == {
+        tuple(r) for r in df.select("s", "n").distinct().collect()
+    }
+    assert len(set().union(*values.values())) == 12

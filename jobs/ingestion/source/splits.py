@@ -30,8 +30,7 @@ reads the row groups whose midpoint lies in its byte range (parquet-mr's filter 
 
 `spark_splits` reads Spark's own plan of a DataFrame through py4j (its file scan's partitions):
 not on any job's path (a Connect client cannot see the plan), it is what the tests hold the
-Python plan to. `spark_partition_values` and `plan_nodes` serve the catalog table checks
-(`table_files`) on a classic session.
+Python plan to.
 
 A py4j call costs ~0.1-0.2 ms, and asking each `PartitionedFile` for its path, range and
 partition values took ~2.3 ms per file: 7 s of driver time for a table of 3,000 files. So each
@@ -47,7 +46,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -64,13 +63,12 @@ __all__ = [
     "FileSplit",
     "SplitSettings",
     "bucket_tasks",
+    "file_key",
     "joined_strings",
     "listing_order",
     "midpoint_row_groups",
-    "plan_nodes",
     "plan_splits",
     "planned_tasks",
-    "spark_partition_values",
     "spark_splits",
     "split_settings",
     "split_tasks",
@@ -114,9 +112,9 @@ def _plan_nodes(plan: Any, name: str) -> list[Any]:
     return found
 
 
-def plan_nodes(df: DataFrame, name: str) -> list[Any]:
-    """The nodes of class `name` (e.g. `HiveTableScanExec`) in Spark's physical plan of `df`,
-    adaptive wrappers walked through (py4j objects)."""
+def _df_plan_nodes(df: DataFrame, name: str) -> list[Any]:
+    """The nodes of class `name` in Spark's physical plan of `df`, adaptive wrappers walked
+    through (py4j objects)."""
     return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
 
 
@@ -186,7 +184,7 @@ def _jvm(df: DataFrame) -> Any:
 
 def _one_scan(df: DataFrame) -> tuple[Any, str]:
     """The one file scan of Spark's plan of `df` (a py4j object), or (None, why not)."""
-    scans = plan_nodes(df, _SCAN_CLASS)
+    scans = _df_plan_nodes(df, _SCAN_CLASS)
     if len(scans) != 1:
         return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
     return scans[0], ""
@@ -219,80 +217,6 @@ def spark_splits(df: DataFrame) -> tuple[tuple[tuple[FileSplit, ...], ...] | Non
     if partitions is None:
         return None, why
     return tuple(tuple(f.split for f in files) for files in partitions), ""
-
-
-# How Spark's row of partition values (an InternalRow, py4j) gives a value of each type.
-_ROW_GETTERS: dict[str, Callable[[Any, int], object]] = {
-    "string": lambda row, i: str(row.getUTF8String(i).toString()),
-    "tinyint": lambda row, i: int(row.getByte(i)),
-    "smallint": lambda row, i: int(row.getShort(i)),
-    "int": lambda row, i: int(row.getInt(i)),
-    "bigint": lambda row, i: int(row.getLong(i)),
-}
-
-
-def spark_partition_values(
-    df: DataFrame, files: Sequence[str]
-) -> dict[str, tuple[object, ...]] | None:
-    """Each of `files`' partition values as Spark's one file scan of `df` adds them to its rows
-    (a table's from the catalog, where it tracks the partitions, not from the paths), or None
-    when the plan does not say: not one file scan, a file not in it, a type not read here (or
-    a Spark Connect client, which cannot see the plan)."""
-    from jobs.spark.tasks import is_connect
-
-    if is_connect(df.sparkSession):
-        return None
-    try:
-        scan, _ = _one_scan(df)
-        if scan is None:
-            return None
-        types = [
-            str(f.dataType().simpleString()) for f in scan.relation().partitionSchema().fields()
-        ]
-        getters = [_ROW_GETTERS.get(t) for t in types]
-        if None in getters:
-            return None
-        found = {}
-        for partition in _files_of(scan, _jvm(df)):
-            for f in partition:
-                values = None if f.values_text is None else _values_of(f.values_text, types)
-                if values is None:
-                    row = f.files[f.index].partitionValues()
-                    values = tuple(
-                        None if row.isNullAt(i) else get(row, i)  # type: ignore[misc]
-                        for i, get in enumerate(getters)
-                    )
-                found[_file_key(f.split.path)] = values
-    except Exception:  # noqa: BLE001 - py4j: a Spark whose classes differ
-        return None
-    keys = [_file_key(f) for f in files]
-    if not all(k in found for k in keys):
-        return None
-    return {f: found[k] for f, k in zip(files, keys, strict=True)}
-
-
-def _values_of(text: str, types: Sequence[str]) -> tuple[object, ...] | None:
-    """A file's partition values from Spark's rendering of its row ("[v1,v2]", a null as
-    "null"), or None when the text could mean more than one row: a value holding a comma, a
-    string "null"."""
-    if not (text.startswith("[") and text.endswith("]")):
-        return None
-    fields = text[1:-1].split(",")
-    if len(fields) != len(types):
-        return None
-    values: list[object] = []
-    for field, kind in zip(fields, types, strict=True):
-        if kind == "string":
-            if field == "null":
-                return None
-            values.append(field)
-        elif field == "null":
-            values.append(None)
-        elif re.fullmatch(r"-?[0-9]+", field):
-            values.append(int(field))
-        else:
-            return None
-    return tuple(values)
 
 
 def _start_offset(column: pq.ColumnChunkMetaData) -> int:
@@ -356,7 +280,7 @@ def _whole_file(split: FileSplit, pieces: int) -> bool:
     return pieces == 1 if split.file_size is None else split.length >= split.file_size
 
 
-def _file_key(location: str) -> tuple[str, str, str]:
+def file_key(location: str) -> tuple[str, str, str]:
     """A location's (scheme, authority, path), a plain path and a file: URI alike."""
     parts = split_uri(location)
     if parts is None:
