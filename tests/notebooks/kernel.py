@@ -31,6 +31,7 @@ __all__ = [
     "committed_source",
     "execute",
     "images",
+    "kernel_stderr",
     "numbers_in_prose",
     "stdout",
     "value",
@@ -39,6 +40,7 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 KERNEL = "kafkalog-venv"
+KERNEL_STDERR = "kernel.stderr"
 CELL_TIMEOUT = 600  # seconds; a cell takes a few (the first Spark job, on a busy machine, more)
 # Set by tests/run.sh or a developer's shell, not by a user's Jupyter.
 NOT_INHERITED = (
@@ -55,7 +57,9 @@ NOT_INHERITED = (
 
 
 def execute(name: str, tmp: Path) -> NotebookNode:
-    """notebooks/<name> executed top to bottom in a fresh kernel; a cell's error fails it."""
+    """notebooks/<name> executed top to bottom in a fresh kernel; a cell's error fails it. What
+    the kernel process itself writes to stderr (Spark's JVM, up to its shutdown, which a
+    user's Jupyter shows in its terminal) goes to `tmp/kernel.stderr` (`kernel_stderr`)."""
     jupyter = tmp / "jupyter"
     spec = jupyter / "kernels" / KERNEL
     spec.mkdir(parents=True)
@@ -79,9 +83,25 @@ def execute(name: str, tmp: Path) -> NotebookNode:
         startup_timeout=300,
         resources={"metadata": {"path": str(tmp / "cwd")}},
     )
-    with mock.patch.dict(os.environ, {"JUPYTER_PATH": str(jupyter)}):  # where the spec is found
-        client.execute(env=env)
+    with (
+        mock.patch.dict(os.environ, {"JUPYTER_PATH": str(jupyter)}),  # where the spec is found
+        (tmp / KERNEL_STDERR).open("wb") as stderr,
+    ):
+        client.execute(env=env, stderr=stderr)
     return nb
+
+
+def kernel_stderr(tmp: Path) -> list[str]:
+    """The lines the kernel of `execute(..., tmp)` wrote to its stderr that a user would take
+    for trouble: warnings, errors, stack traces; not ipykernel's own notices (`[IPKernelApp]`,
+    as every kernel's Jupyter starts it)."""
+    text = (tmp / KERNEL_STDERR).read_text(errors="replace")
+    trouble = re.compile(r"WARN|ERROR|Exception|Traceback|^\s+at |Failed to delete")
+    return [
+        line
+        for line in text.splitlines()
+        if trouble.search(line) and not line.startswith("[IPKernelApp]")
+    ]
 
 
 def committed_source(name: str) -> str:
@@ -97,8 +117,10 @@ def committed_source(name: str) -> str:
     return "\n".join(c.source for c in cells)
 
 
-def assert_shown_as_a_user_sees_it(nb: NotebookNode) -> None:
-    """No red stderr block, a first cell of imports only, every figure drawn once."""
+def assert_shown_as_a_user_sees_it(nb: NotebookNode, tmp: Path) -> None:
+    """No red stderr block, no warning or stack trace from the kernel up to its shutdown (run
+    by `execute(..., tmp)`), a first cell of imports only, every figure drawn once."""
+    assert kernel_stderr(tmp) == []
     cells = [c for c in nb.cells if c.cell_type == "code"]
     stderr = [o.text for c in cells for o in c.outputs if o.get("name") == "stderr"]
     assert stderr == [], stderr

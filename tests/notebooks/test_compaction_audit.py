@@ -22,7 +22,7 @@ def test_runs_the_audit_and_shows_its_figures() -> None:
 @pytest.mark.spark
 def test_audits_the_demo_log_and_draws_each_chart_once(tmp_path: Path) -> None:
     nb = kernel.execute(NOTEBOOK, tmp_path)
-    kernel.assert_shown_as_a_user_sees_it(nb)
+    kernel.assert_shown_as_a_user_sees_it(nb, tmp_path)
 
     # the text's counts are the outputs' counts
     listing = ast.literal_eval(kernel.value(kernel.cell_with(nb, "sorted(p.name for p in")))

@@ -59,7 +59,7 @@ def test_uses_the_data_source_only() -> None:
 @pytest.mark.spark
 def test_reads_back_what_it_wrote_and_plots_the_segments_once(explored) -> None:
     nb, tmp_path = explored
-    kernel.assert_shown_as_a_user_sees_it(nb)
+    kernel.assert_shown_as_a_user_sees_it(nb, tmp_path)
 
     per_key = Counter(f"user-{i % 50}".encode() for i in range(RECORDS))
     expected = Counter()

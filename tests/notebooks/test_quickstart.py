@@ -22,7 +22,7 @@ def test_shows_the_ingest_and_three_ways_to_read_back() -> None:
 @pytest.mark.spark
 def test_ingests_once_and_reads_the_records_back(tmp_path: Path) -> None:
     nb = kernel.execute(NOTEBOOK, tmp_path)
-    kernel.assert_shown_as_a_user_sees_it(nb)
+    kernel.assert_shown_as_a_user_sees_it(nb, tmp_path)
 
     logs = tmp_path / "tmp" / "kafkalog-quickstart" / "kafka-logs"
     entries = {p.name for p in logs.iterdir()}
