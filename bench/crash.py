@@ -31,7 +31,8 @@ a seeded sample of --sample) a copy of the case, the job killed before step N (S
 driver's session and of Spark's worker daemon), and the same job again in this process's
 SparkSession; the log dir and its meta area (for the write and ingest: but their Delta history,
 checked by rows) must then hold exactly the files (names and bytes) of an uninterrupted run
-on Spark. With --forked, the maintenance jobs run whole without a JVM in forked children
+on Spark. With --forked, the maintenance jobs and the ingest's arrow task reader
+(tests/serial_spark.py) run whole without a JVM in forked children
 (tests/killer.killed_run: the run lock, each partition's task one after another, the driver's
 checkpoints), killed and rerun there, as tests/jobs/maintenance/test_maintenance_kill9.py
 does: every step in seconds, where a JVM per kill takes a minute.
@@ -62,7 +63,12 @@ from jobs.ingestion.run.history import IngestHistory  # noqa: E402
 from jobs.ingestion.staging.task_staging import journal_path  # noqa: E402
 from jobs.maintenance.common import parse_now  # noqa: E402
 from tests.datasource import write_driver  # noqa: E402
-from tests.jobs.ingest_helpers import config_doc, source_rows, write_parquet  # noqa: E402
+from tests.jobs.ingest_helpers import (  # noqa: E402
+    config_doc,
+    ingest_serially,
+    source_rows,
+    write_parquet,
+)
 from tests.jobs.maintenance import kill_cases  # noqa: E402
 from tests.killer import (  # noqa: E402
     differences,
@@ -76,6 +82,7 @@ HISTORY = r"/ingest-history/"
 INGEST_MODES = ("range-spark", "range-arrow", "direct-spark", "direct-arrow")
 INGEST_ROWS = 120
 INGEST_NOW = "2024-06-01T00:00:00Z"  # the run's start time, as a scheduler would fix it
+FORKED_PRELOAD = ("jobs.ingest", "pyspark", "pyarrow.dataset")  # imported once by the forkserver
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,8 @@ class Job:
     command: Callable[[Path], list[str]]  # the killed driver's command line on a case dir
     rerun: Callable[[Path, object], None]  # the same job on a case dir, in a SparkSession
     skip: str | None = None  # files `snapshot` leaves out
-    serial: Callable[[str, str], None] | None = None  # (log dir, topics.yaml) without a JVM
+    serial: Callable[..., None] | None = None  # the job without a JVM, in a forked child
+    serial_args: Callable[[Path], tuple] | None = None  # its arguments for a case dir
 
     def files(self, case: Path) -> dict[str, bytes]:
         return snapshot(case / "logs", self.skip)
@@ -98,6 +106,7 @@ def _maintenance(name: str, make, job) -> Job:
         lambda case: kill_cases.spark_submit(name, case),
         lambda case, spark: job(str(case / "logs"), str(case / "topics.yaml"), spark),
         serial=job,
+        serial_args=lambda case: (str(case / "logs"), str(case / "topics.yaml")),
     )
 
 
@@ -149,9 +158,13 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
         rerun(case, spark, "w0")
         return case
 
-    def command(case: Path) -> list[str]:
+    def config_file(case: Path) -> Path:
         file = case / "w1.yaml"
         file.write_text(yaml.safe_dump(config(case, "w1")))
+        return file
+
+    def command(case: Path) -> list[str]:
+        file = config_file(case)
         return [
             "./spark-submit.sh",
             "--master",
@@ -166,7 +179,16 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
             INGEST_NOW,
         ]
 
-    return Job(f"ingest-{mode}", make, command, rerun, skip=HISTORY)
+    arrow = mode.endswith("arrow")  # the arrow task reader runs without a JVM (SerialSpark)
+    return Job(
+        f"ingest-{mode}",
+        make,
+        command,
+        rerun,
+        skip=HISTORY,
+        serial=ingest_serially if arrow else None,
+        serial_args=lambda case: (str(config_file(case)), "w1", tasks, INGEST_NOW),
+    )
 
 
 def jobs(spark, work: Path) -> dict[str, Job]:
@@ -202,11 +224,15 @@ def _killed(job: Job, case: Path, log: Path, after: int | None, forked: bool) ->
     """Run `job` on `case`, killed before step `after + 1` (None: not killed); whether it ran
     to its end. `forked`: the job's `serial` form in a forked child (tests/killer.killed_run),
     else its driver's command line as a session of its own."""
-    if forked:
-        logs, conf = str(case / "logs"), str(case / "topics.yaml")
-        assert job.serial is not None, f"{job.name} has no run without a JVM"
+    if forked and job.serial is not None:
+        assert job.serial_args is not None
         return killed_run(
-            job.serial, logs, conf, log=log, after=after, under=case, preload=kill_cases.PRELOAD
+            job.serial,
+            *job.serial_args(case),
+            log=log,
+            after=after,
+            under=case,
+            preload=(*kill_cases.PRELOAD, *FORKED_PRELOAD),
         )
     proc = killed_program(job.command(case), log=log, under=case, after=after)
     if proc.returncode not in (0, -9):
@@ -249,7 +275,7 @@ def run_job(
         problems = [] if killed else ["not killed"]
         if _same_step(killed_at.replace(str(case), str(counted))) != _same_step(steps[k]):
             problems.append(f"killed at {killed_at}")
-        if forked:  # the rerun too, in a process of its own, uninterrupted
+        if forked and job.serial is not None:  # the rerun too: its own process, not killed
             assert _killed(job, case, work / "rerun.steps", None, forked)
         else:
             job.rerun(case, spark)
@@ -277,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--forked",
         action="store_true",
-        help="maintenance jobs: each run whole in a forked child without a JVM (tasks one "
-        "after another), killed there; not their Spark drivers",
+        help="maintenance jobs and the ingest's arrow task reader: each run whole in a forked "
+        "child without a JVM (tests/serial_spark.py: tasks one after another), killed there, "
+        "not their Spark drivers; the ingest's Spark reader still runs its driver",
     )
     args = parser.parse_args(argv)
 

@@ -302,3 +302,24 @@ def snapshot(root: Path) -> dict[str, str]:
 def staging_leftovers(root: Path) -> list[str]:
     base = meta_root(root) / "staging"
     return sorted(str(p.relative_to(base)) for p in base.rglob("*")) if base.exists() else []
+
+
+def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) -> None:
+    """The ingest job's run of a YAML config without a JVM (`tests.serial_spark.SerialSpark`):
+    the arrow task reader of a Parquet source only. For kill tests' forked runs."""
+    import yaml
+
+    from jobs.ingest import run
+    from jobs.ingestion.config.ingest_config import IngestConfig
+    from jobs.maintenance.common import parse_now
+    from tests.serial_spark import SerialSpark
+
+    doc = yaml.safe_load(Path(config_file).read_text())
+    run(
+        SerialSpark(),  # type: ignore[arg-type]
+        IngestConfig.from_dict(doc),
+        run_id=run_id,
+        tasks=tasks,
+        now_ms=parse_now(now),
+        out=lambda *_: None,
+    )
