@@ -12,45 +12,31 @@ as Arrow over the channel), not a network's latency. Inputs come from bench/inge
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-MODE = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's functions build Connect columns while set
 
-
-@contextlib.contextmanager
-def _mode(kind: str) -> Iterator[None]:
-    os.environ.pop(MODE, None)
-    if kind == "connect":
-        os.environ[MODE] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(MODE, None)
+from tests.spark_mode import connect_client, connect_server_conf, spark_mode  # noqa: E402
 
 
 def sessions(master: str):
     """(classic session, Connect client) on one local JVM."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
+    from tests.kafka_cluster import free_ports
+
+    port = free_ports(1)[0]
     cores = master[master.index("[") + 1 : -1] if "[" in master else "2"
     classic = (
         SparkSession.builder.master(master)
         .appName("kafkalog-bench-connect")
-        .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
-        .config("spark.connect.grpc.binding.port", str(port))
+        .config(map=connect_server_conf(port))
         .config("spark.driver.memory", "4g")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -61,7 +47,7 @@ def sessions(master: str):
         .getOrCreate()
     )
     classic.sparkContext.setLogLevel("ERROR")
-    return classic, ConnectSession.builder.remote(f"sc://localhost:{port}").create()
+    return classic, connect_client(port)
 
 
 def best_of(repeat: int, fn: Callable[[], object]) -> float:
@@ -107,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, dict[str, list[float]]] = {}
     for name, case in cases.items():
         for kind, spark in kinds:  # warm both: Python workers, JIT, the OS's page cache
-            with _mode(kind):
+            with spark_mode(kind):
                 case(spark, kind)()
         for _ in range(args.repeat):  # interleaved, so a busy spell hits both alike
             for kind, spark in kinds:
-                with _mode(kind):
+                with spark_mode(kind):
                     took = best_of(1, case(spark, kind))
                 figures.setdefault(name, {}).setdefault(kind, []).append(took)
     print(f"{args.rows:,} rows, {args.master}, best of {args.repeat}")

@@ -29,7 +29,8 @@ Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, ou
 RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
 ingest/parquet (goal <= 1.0, aim 0.8). `--scaling` runs everything under local[1] and
 then --master and prints the speedups. Per Spark stage (from Spark's event log, unless
---no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--task-profile` skips
+--no-stages): wall time, tasks, executor run/CPU time, shuffle bytes. `--remote` times every
+path through a Spark Connect client of the run's own JVM instead. `--task-profile` skips
 Spark and runs the task-side functions (mapping's Arrow function, the range mode's one-pass
 `write_task`) directly on Arrow data of the same rows under cProfile, and prints the split.
 """
@@ -55,6 +56,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.rss import RssSampler  # noqa: E402
+from tests.kafka_cluster import free_ports  # noqa: E402
+from tests.spark_mode import connect_client, connect_server_conf, spark_mode  # noqa: E402
 
 TOPIC = "bench"
 PARTITIONS = 8
@@ -250,53 +253,64 @@ def jvm_pid(spark) -> int:
 
 def run_master(args, master: str, src: Path, warm: Path, events: Path | None) -> dict:
     """All timed runs under one master: seconds, output sizes, driver timings and RSS peaks."""
-    spark = start_session(master, events, args.tasks, args.driver_memory)
+    port = free_ports(1)[0] if args.remote else None
+    serve = connect_server_conf(port) if port is not None else None
+    spark = start_session(master, events, args.tasks, args.driver_memory, serve)
     sc = spark.sparkContext
-    out = args.out
-    sizes: dict[str, int] = {}
-    times: dict[str, list[float]] = {}
-    rss: dict[str, list[dict[str, float]]] = {}
-    driver_timings: list[dict[str, int]] = []
-    kinds = kinds_of(args)
-    # Warm-up (JVM JIT, Python workers, page cache of the source): a small run of each kind.
-    sc.setJobGroup("warmup", "warmup")
-    timed_parquet(spark, warm, out / "warm-parquet", "snappy")
-    for _, mode, codec in kinds:
-        if mode is not None:
-            warm_run = f"warm-{time.time_ns()}"
-            timed_ingest(spark, warm, out / "warm-logs", warm_run, args.tasks, mode, codec)
-    spark.read.parquet(str(src)).selectExpr("sum(length(value))").collect()
-    sampler = RssSampler(jvm_pid(spark))
-    for r in range(args.repeat):
-        for kind, mode, codec in kinds:
-            group = f"{master}|{kind}|{r}"
-            sc.setJobGroup(group, group)
-            sampler.start()
+    # --remote: every timed path through a Spark Connect client of this JVM (as bench/connect.py)
+    timed = connect_client(port) if port is not None else spark
+    with spark_mode("connect" if port is not None else "classic"):  # how pyspark builds Columns
+        out = args.out
+        sizes: dict[str, int] = {}
+        times: dict[str, list[float]] = {}
+        rss: dict[str, list[dict[str, float]]] = {}
+        driver_timings: list[dict[str, int]] = []
+        kinds = kinds_of(args)
+        # Warm-up (JVM JIT, Python workers, page cache of the source): a small run of each kind.
+        sc.setJobGroup("warmup", "warmup")
+        timed_parquet(timed, warm, out / "warm-parquet", "snappy")
+        for _, mode, codec in kinds:
             if mode is not None:
-                root = out / "ingest-logs"
-                run_id = f"bench-{time.time_ns()}"
-                t, result = timed_ingest(spark, src, root, run_id, args.tasks, mode, codec)
-                driver_timings.append(
-                    {"mode": result.write_mode, "reader": result.task_reader, **result.timings_ms}
+                warm_run = f"warm-{time.time_ns()}"
+                timed_ingest(timed, warm, out / "warm-logs", warm_run, args.tasks, mode, codec)
+        timed.read.parquet(str(src)).selectExpr("sum(length(value))").collect()
+        sampler = RssSampler(jvm_pid(spark))
+        for r in range(args.repeat):
+            for kind, mode, codec in kinds:
+                group = f"{master}|{kind}|{r}"
+                sc.setJobGroup(group, group)
+                sampler.start()
+                if mode is not None:
+                    root = out / "ingest-logs"
+                    run_id = f"bench-{time.time_ns()}"
+                    t, result = timed_ingest(timed, src, root, run_id, args.tasks, mode, codec)
+                    driver_timings.append(
+                        {
+                            "mode": result.write_mode,
+                            "reader": result.task_reader,
+                            **result.timings_ms,
+                        }
+                    )
+                    if result.records != args.rows:
+                        raise SystemExit(f"ingest wrote {result.records} records, not {args.rows}")
+                else:
+                    root = out / f"{kind}-out"
+                    t = timed_parquet(timed, src, root, codec)
+                peaks = sampler.stop()
+                sizes[kind] = du(root)
+                remove_logs(root)  # the next path starts with the disk as free as this one did
+                times.setdefault(kind, []).append(t)
+                rss.setdefault(kind, []).append(peaks.as_dict())
+                print(
+                    f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s  peak RSS MiB: JVM {peaks.jvm:.0f},"
+                    f" py driver {peaks.python_driver:.0f}, py worker max {peaks.worker_max:.0f}"
+                    f" (anon {peaks.worker_anon_max:.0f}) / sum {peaks.worker_sum:.0f}"
+                    f" ({peaks.workers} procs)",
+                    flush=True,
                 )
-                if result.records != args.rows:
-                    raise SystemExit(f"ingest wrote {result.records} records, not {args.rows}")
-            else:
-                root = out / f"{kind}-out"
-                t = timed_parquet(spark, src, root, codec)
-            peaks = sampler.stop()
-            sizes[kind] = du(root)
-            remove_logs(root)  # the next path starts with the disk as free as this one did
-            times.setdefault(kind, []).append(t)
-            rss.setdefault(kind, []).append(peaks.as_dict())
-            print(
-                f"  [{master}] {kind:15s} run {r + 1}: {t:7.2f} s  peak RSS MiB: JVM {peaks.jvm:.0f},"
-                f" py driver {peaks.python_driver:.0f}, py worker max {peaks.worker_max:.0f}"
-                f" (anon {peaks.worker_anon_max:.0f}) / sum {peaks.worker_sum:.0f}"
-                f" ({peaks.workers} procs)",
-                flush=True,
-            )
     app_id = sc.applicationId
+    if timed is not spark:
+        timed.stop()
     spark.stop()
     for d in ("warm-parquet", "warm-logs"):
         remove_logs(out / d)
@@ -641,6 +655,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--driver-memory", default="6g", help="spark.driver.memory (Spark's default is 1g)"
     )
+    ap.add_argument(
+        "--remote",
+        action="store_true",
+        help="time every path through a Spark Connect client of this run's JVM (pyspark's "
+        "Connect plugin on a free port; no stage table); bench/connect.py sets both side by side",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--no-uncompressed", action="store_true", help="skip the uncompressed Parquet")
@@ -664,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         task_profile(src, min(args.profile_rows, args.rows), args.out)
         return 0
 
-    events = None if args.no_stages else args.out / "ingest-events"
+    events = None if args.no_stages or args.remote else args.out / "ingest-events"
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
     masters = (["local[1]"] if args.scaling and args.master != "local[1]" else []) + [args.master]

@@ -2,7 +2,7 @@
 
 Not a test. Run from the repo root:
 
-    .venv/bin/python bench/read.py [--records 5000000] [--partitions 8] [--master 'local[2]']
+    .venv/bin/python bench/read.py [--records 5000000] [--partitions 8] [--master 'local[2]'] [--remote]
         [--repeat 2] [--out bench/out] [--write] [--no-read]
 
 Input (generated once, deterministic, cached under --out, not timed): workload W (16 B random
@@ -51,6 +51,8 @@ from bench.workload import make_table  # noqa: E402
 from jobs.ingestion.tasks.writer import DEFAULT_BATCH_BYTES  # noqa: E402
 from kafkalog_core.config import LogConfig  # noqa: E402
 from kafkalog_core.log.partition.partition_log import PartitionLog  # noqa: E402
+from tests.kafka_cluster import free_ports  # noqa: E402
+from tests.spark_mode import connect_client, connect_server_conf, spark_mode  # noqa: E402
 
 TOPIC = "bench"
 
@@ -207,19 +209,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     ap.add_argument("--write", action="store_true", help="also time df.write")
     ap.add_argument("--no-read", action="store_true", help="skip the read benchmarks")
+    ap.add_argument(
+        "--remote",
+        action="store_true",
+        help="every query through a Spark Connect client of this run's JVM (pyspark's Connect "
+        "plugin on a free port); bench/connect.py times both side by side",
+    )
     args = ap.parse_args(argv)
 
     logs, parquet = make_input(args.out, args.records, args.partitions)
-    spark = start_session(args.master, None, None)
+    port = free_ports(1)[0] if args.remote else None
+    spark = start_session(
+        args.master, None, None, extra_conf=connect_server_conf(port) if port else None
+    )
+    # --remote: every timed query through a Spark Connect client of this JVM
+    timed = connect_client(port) if port else spark
     import pyspark_kafkalog
 
-    pyspark_kafkalog.register(spark)  # the bench puts the repo on sys.path only
-    print(f"load average at start: {os.getloadavg()}")
-    if not args.no_read:
-        run_reads(spark, logs, parquet, args)
-    if args.write:
-        run_writes(spark, parquet, args)
-    print(f"load average at end: {os.getloadavg()}")
+    with spark_mode("connect" if port else "classic"):  # how pyspark builds Columns
+        pyspark_kafkalog.register(timed)  # the bench puts the repo on sys.path only
+        print(f"load average at start: {os.getloadavg()}")
+        if not args.no_read:
+            run_reads(timed, logs, parquet, args)
+        if args.write:
+            run_writes(timed, parquet, args)
+        print(f"load average at end: {os.getloadavg()}")
+        if timed is not spark:
+            timed.stop()
     spark.stop()
     return 0
 

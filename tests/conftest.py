@@ -95,9 +95,6 @@ def session_builder(app_name: str, driver_memory: str = "2g", jar_groups: tuple[
     )
 
 
-CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"  # pyspark's connect jar
-
-
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for the whole run, with SPARK_JAR_GROUPS on its class path. Its JVM
@@ -106,17 +103,14 @@ def spark():
     session's."""
     from tests import jvm_deps
     from tests.kafka_cluster import free_ports
+    from tests.spark_mode import connect_server_conf
 
     port = free_ports(1)[0]
     try:
         builder = session_builder("kafkalog-tests", jar_groups=SPARK_JAR_GROUPS)
     except jvm_deps.JvmDepsUnavailable as e:
         pytest.fail(str(e), pytrace=False)
-    session = (
-        builder.config("spark.plugins", CONNECT_PLUGIN)
-        .config("spark.connect.grpc.binding.port", str(port))
-        .getOrCreate()
-    )
+    session = builder.config(map=connect_server_conf(port)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.kafkalog_connect_url = f"sc://localhost:{port}"  # type: ignore[attr-defined]
     yield session

@@ -31,10 +31,10 @@ from tests.jobs.ingest_helpers import (
     source_rows,
     write_parquet,
 )
+from tests.spark_mode import MODE, spark_mode
 
 N = 300
 FILE_ROWS = (90, 700, 40, 260)  # rows per file of `files_source`: path order is not size order
-MODE = "SPARK_CONNECT_MODE_ENABLED"
 DAY_MS = 86_400_000
 TOPICS = {
     "events": {
@@ -54,24 +54,9 @@ def source(tmp_path_factory) -> Path:
     return write_parquet(tmp_path_factory.mktemp("connect-src"), source_rows(N), files=1)
 
 
-@contextlib.contextmanager
-def _mode(kind: str) -> Iterator[None]:
-    """pyspark's functions build a Connect or a classic Column by the process's mode
-    (`SPARK_CONNECT_MODE_ENABLED`); a client process has one mode, this one switches."""
-    before = os.environ.pop(MODE, None)
-    if kind == "connect":
-        os.environ[MODE] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(MODE, None)
-        if before is not None:
-            os.environ[MODE] = before
-
-
 def _sessions(spark, connect) -> Iterator[tuple[str, object]]:
     for kind, session in (("classic", spark), ("connect", connect)):
-        with _mode(kind):
+        with spark_mode(kind):
             yield kind, session
 
 
@@ -135,7 +120,10 @@ def test_arrow_reader_plans_the_same_splits_of_several_files_from_either_session
         root = tmp_path / kind / "logs"
         doc = source_order_doc(files_source, root, reader, headers=False, topics=TOPICS)
         doc["output"]["write_mode"] = "direct"
-        with _mode("connect" if kind == "connect" else "classic"), _split_bytes(session, split):
+        with (
+            spark_mode("connect" if kind == "connect" else "classic"),
+            _split_bytes(session, split),
+        ):
             result = ingest(session, IngestConfig.from_dict(doc), run_id="r1", out=lambda _: None)
         assert result.task_reader == reader and result.records == sum(FILE_ROWS), result.summary
         files[kind] = snapshot(root)
@@ -228,7 +216,7 @@ def test_data_source_registered_from_the_client(connect, tmp_path):
     import pyspark_kafkalog
 
     root = tmp_path / "logs"
-    with _mode("connect"):
+    with spark_mode("connect"):
         pyspark_kafkalog.register(connect)
         frame = connect.createDataFrame(ROWS, SINK_DDL).coalesce(1)
         frame.write.format("kafkalog").mode("append").option("topic", "orders").save(str(root))
@@ -242,7 +230,7 @@ def test_workers_without_kafkalog_give_one_line(connect):
     from jobs.spark.tasks import missing_on_workers, require_kafkalog_on_workers
     from kafkalog_core.errors import ConfigError
 
-    with _mode("connect"):
+    with spark_mode("connect"):
         assert missing_on_workers(connect) == ""
         absent = ("kafkalog_core", "kafkalog_core_not_installed_here")
         assert missing_on_workers(connect, absent) == absent[1]
@@ -294,7 +282,7 @@ def test_an_output_root_the_client_cannot_reach_is_one_line(connect, source, tmp
     blocker.write_text("")
     root = blocker / "logs"
     doc = source_order_doc(source, root, "spark", topics=TOPICS)
-    with _mode("connect"):
+    with spark_mode("connect"):
         with pytest.raises(IngestError) as ingest_error:
             ingest(connect, IngestConfig.from_dict(doc), run_id="r1", out=lambda _: None)
         with pytest.raises(IngestError) as job_error:
