@@ -294,6 +294,42 @@ def test_an_output_root_the_client_cannot_reach_is_one_line(connect, source, tmp
 
 
 @pytest.mark.spark
+def test_a_root_the_servers_tasks_see_otherwise_is_one_line(spark, source, tmp_path):
+    """The client sees its own output root: it runs (`./spark-submit.sh ingest --remote`) in a
+    mount namespace of its own, where an empty file system is mounted over the root's parent,
+    as on a machine that mounts another volume there. The server's tasks see the real parent.
+    One line; nothing reaches the directory the tasks see."""
+    import subprocess
+
+    import yaml
+
+    parent = tmp_path / "volume"
+    parent.mkdir()
+    root = parent / "logs"
+    config = tmp_path / "ingest.yaml"
+    config.write_text(yaml.safe_dump(source_order_doc(source, root, "spark", topics=TOPICS)))
+    script = Path(__file__).resolve().parents[2] / "spark-submit.sh"
+    client = [str(script), "ingest", "--config", str(config), "--run-id", "r1"]
+    client += ["--remote", spark.kafkalog_connect_url]
+    # unprivileged where user namespaces are allowed, root-mapped: the tmpfs is the client's only
+    namespace = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+    mount = f'mount -t tmpfs kafkalog-client-view "{parent}" && exec "$@"'
+    env = {k: v for k, v in os.environ.items() if k not in (MODE, "PYSPARK_GATEWAY_PORT")}
+    done = subprocess.run(
+        [*namespace, "sh", "-c", mount, "sh", *client],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode != 0, done.stdout[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    want = f"the Spark Connect server's tasks do not see output root {root} as this client does"
+    assert len(lines) == 1 and want in lines[0], done.stderr[-2000:]
+    assert list(parent.iterdir()) == []  # the tasks' view: nothing staged, nothing published
+
+
+@pytest.mark.spark
 def test_parallelism_and_split_size_come_from_the_session_settings(spark, connect):
     """What the jobs read through spark.conf equals what the classic JVM resolves."""
     from jobs.spark.tasks import byte_setting, default_parallelism
