@@ -25,7 +25,7 @@ from tests.killer import differences, killed_run, read_steps, snapshot
 
 ROWS = 60
 NOW = "2024-06-01T00:00:00Z"
-KILLS = 6  # kill points per mode, evenly spread over the run's steps
+KILLS = 4  # kill points per mode, evenly spread over the run's steps
 HISTORY = r"/ingest-history/"
 
 
