@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,14 +223,51 @@ def killed_program(
         env.pop(name, None)
         if value is not None:
             env[name] = str(value)
-    return subprocess.run(
+    with subprocess.Popen(
         list(command),
         cwd=REPO,
         env=env,
-        capture_output=True,
-        timeout=timeout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         start_new_session=True,
-    )
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            # The session leader's exit does not end the rest of the session: a killed JVM or
+            # driver may still be tearing down (its flock on the run lock still held) for a
+            # moment after, as no real rerun would see. Wait until every process of it is gone.
+            _wait_session_gone(proc.pid, timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _session_members(session: int) -> list[int]:
+    """The pids of the live processes of `session` (Linux: /proc/<pid>/stat's sixth field)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 3 and fields[3] == str(session) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def _wait_session_gone(session: int, timeout: float) -> None:
+    """Until no live process of `session` remains; an AssertionError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while members := _session_members(session):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"session {session} still runs {members} after {timeout} s")
+        time.sleep(0.05)
 
 
 def snapshot(root: Path, skip: str | None = None) -> dict[str, bytes]:
