@@ -241,6 +241,23 @@ def _killed(job: Job, case: Path, log: Path, after: int | None, forked: bool) ->
     return proc.returncode == 0
 
 
+def _rerun_once_unlocked(job: Job, case: Path, spark, timeout: float = 120) -> float:
+    """`job.rerun`, retried while the killed run's lock is still held (as a scheduler's retry
+    would come later): the seconds it waited for it, 0 when it was free at once."""
+    from jobs.ingestion.run.lock import RunLockedError
+
+    began, waited = time.monotonic(), 0.0
+    while True:
+        try:
+            job.rerun(case, spark)
+            return waited
+        except RunLockedError:
+            if time.monotonic() - began > timeout:
+                raise
+            time.sleep(0.5)
+            waited = time.monotonic() - began
+
+
 def run_job(
     job: Job, spark, work: Path, picks: int | None, seed: int, forked: bool = False
 ) -> bool:
@@ -278,7 +295,9 @@ def run_job(
         if forked and job.serial is not None:  # the rerun too: its own process, not killed
             assert _killed(job, case, work / "rerun.steps", None, forked)
         else:
-            job.rerun(case, spark)
+            waited = _rerun_once_unlocked(job, case, spark)
+            if waited:
+                print(f"  step {k:>3}: the rerun waited {waited:.1f} s for the killed run's lock")
         problems += differences(job.files(case), want)
         if job.skip == HISTORY:  # the write and ingest: each run once in the history
             problems += _check_write_history(case)
