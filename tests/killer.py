@@ -245,18 +245,32 @@ def killed_program(
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def _stat_fields(path: str) -> list[str]:
+    """A /proc stat file's fields after the command name (state, ppid, pgrp, session, ...)."""
+    try:
+        return Path(path).read_text().rpartition(")")[2].split()
+    except OSError:
+        return []
+
+
 def _session_members(session: int) -> list[int]:
-    """The pids of the live processes of `session` (Linux: /proc/<pid>/stat's sixth field)."""
+    """The pids of the live processes of `session` (Linux: /proc/<pid>/stat's sixth field). A
+    process is live while any of its threads is: a killed process's main thread can be a
+    zombie while another thread still finishes a system call (an fsync under load), with the
+    process's descriptors, and so its flocks, still open."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields = _stat_fields(f"/proc/{entry}/stat")
+        if len(fields) <= 3 or fields[3] != str(session):
+            continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            threads = os.listdir(f"/proc/{entry}/task")
         except OSError:
             continue
-        fields = stat.rpartition(")")[2].split()
-        if len(fields) > 3 and fields[3] == str(session) and fields[0] != "Z":
+        states = [(_stat_fields(f"/proc/{entry}/task/{t}/stat") or ["X"])[0] for t in threads]
+        if any(state not in ("Z", "X") for state in states):
             members.append(int(entry))
     return members
 
