@@ -64,8 +64,10 @@ from jobs.ingestion.staging.task_staging import journal_path  # noqa: E402
 from jobs.maintenance.common import parse_now  # noqa: E402
 from tests.datasource import write_driver  # noqa: E402
 from tests.jobs.ingest_helpers import (  # noqa: E402
-    config_doc,
+    HISTORY_FILES,
+    SERIAL_PRELOAD,
     ingest_serially,
+    kill_case_doc,
     source_rows,
     write_parquet,
 )
@@ -78,11 +80,9 @@ from tests.killer import (  # noqa: E402
     snapshot,
 )
 
-HISTORY = r"/ingest-history/"
 INGEST_MODES = ("range-spark", "range-arrow", "direct-spark", "direct-arrow")
 INGEST_ROWS = 120
 INGEST_NOW = "2024-06-01T00:00:00Z"  # the run's start time, as a scheduler would fix it
-FORKED_PRELOAD = ("jobs.ingest", "pyspark", "pyarrow.dataset")  # imported once by the forkserver
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,7 @@ def _ingest_doc(source: Path, logs: Path, mode: str) -> dict:
     """The ingest config of run w0 or w1 (`source`: its Parquet dir) in `mode` (write mode,
     task reader)."""
     write_mode, reader = mode.split("-")
-    ordering = ("event_time", "id") if write_mode == "range" else "source"
-    topics = {"events": {"partitions": 3, "config": {"segment.bytes": 4096}}}
-    doc = config_doc(source, logs, topics=topics, ordering=ordering)
-    del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
-    doc["source"]["task_reader"] = reader
-    doc["output"]["write_mode"] = write_mode
-    return doc
+    return kill_case_doc(source, logs, write_mode, reader, segment_bytes=4096)
 
 
 def _ingest(mode: str, sources: Path, spark) -> Job:
@@ -185,7 +179,7 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
         make,
         command,
         rerun,
-        skip=HISTORY,
+        skip=HISTORY_FILES,
         serial=ingest_serially if arrow else None,
         serial_args=lambda case: (str(config_file(case)), "w1", tasks, INGEST_NOW),
     )
@@ -203,7 +197,7 @@ def jobs(spark, work: Path) -> dict[str, Job]:
             _write_base(spark),
             lambda case: write_driver.command(case / "logs", "w1"),
             lambda case, s: write_driver.write(s, str(case / "logs"), "w1"),
-            skip=HISTORY,
+            skip=HISTORY_FILES,
         ),
     }
 
@@ -232,7 +226,7 @@ def _killed(job: Job, case: Path, log: Path, after: int | None, forked: bool) ->
             log=log,
             after=after,
             under=case,
-            preload=(*kill_cases.PRELOAD, *FORKED_PRELOAD),
+            preload=(*kill_cases.PRELOAD, *SERIAL_PRELOAD),
         )
     proc = killed_program(job.command(case), log=log, under=case, after=after)
     if proc.returncode not in (0, -9):
@@ -299,7 +293,7 @@ def run_job(
             if waited:
                 print(f"  step {k:>3}: the rerun waited {waited:.1f} s for the killed run's lock")
         problems += differences(job.files(case), want)
-        if job.skip == HISTORY:  # the write and ingest: each run once in the history
+        if job.skip == HISTORY_FILES:  # the write and ingest: each run once in the history
             problems += _check_write_history(case)
         name = re.sub(r"^(\w+) \S*?/(logs|\.logs\.kafkalog)(?=/|$)", r"\1 \2", steps[k])
         print(f"  step {k:>3} {name}: {'same files' if not problems else problems[:5]}")

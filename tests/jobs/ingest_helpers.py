@@ -304,6 +304,26 @@ def staging_leftovers(root: Path) -> list[str]:
     return sorted(str(p.relative_to(base)) for p in base.rglob("*")) if base.exists() else []
 
 
+# What `ingest_serially` imports: a kill test's forkserver preloads it once for every child.
+SERIAL_PRELOAD = ("jobs.ingest", "pyspark", "pyarrow.dataset")
+HISTORY_FILES = r"/ingest-history/"  # the Delta history, compared by rows, not by bytes
+
+
+def kill_case_doc(
+    source: Path, logs: Path, write_mode: str, reader: str, segment_bytes: int
+) -> dict:
+    """The ingest config of a kill case's run (`source`: its Parquet dir): 3 partitions of
+    small segments, in `write_mode` (range: ordering [event_time, id]; direct: the source's)
+    with the task `reader`, plain columns only (the arrow reader's)."""
+    ordering = ("event_time", "id") if write_mode == "range" else "source"
+    topics = {"events": {"partitions": 3, "config": {"segment.bytes": segment_bytes}}}
+    doc = config_doc(source, logs, topics=topics, ordering=ordering)
+    del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
+    doc["source"]["task_reader"] = reader
+    doc["output"]["write_mode"] = write_mode
+    return doc
+
+
 def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) -> None:
     """The ingest job's run of a YAML config without a JVM (`tests.serial_spark.SerialSpark`):
     the arrow task reader of a Parquet source only. For kill tests' forked runs."""

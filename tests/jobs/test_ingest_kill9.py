@@ -19,24 +19,24 @@ from jobs.ingest import run as ingest_run
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.history import IngestHistory
 from jobs.maintenance.common import parse_now
-from tests.jobs.ingest_helpers import config_doc, ingest_serially, source_rows, write_parquet
+from tests.jobs.ingest_helpers import (
+    HISTORY_FILES,
+    SERIAL_PRELOAD,
+    ingest_serially,
+    kill_case_doc,
+    source_rows,
+    write_parquet,
+)
 from tests.jobs.maintenance.kill_cases import PRELOAD
 from tests.killer import differences, killed_run, read_steps, snapshot
 
 ROWS = 60
 NOW = "2024-06-01T00:00:00Z"
 KILLS = 4  # kill points per mode, evenly spread over the run's steps
-HISTORY = r"/ingest-history/"
 
 
 def _doc(source: Path, logs: Path, mode: str) -> dict:
-    ordering = ("event_time", "id") if mode == "range" else "source"
-    topics = {"events": {"partitions": 3, "config": {"segment.bytes": 2048}}}
-    doc = config_doc(source, logs, topics=topics, ordering=ordering)
-    del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
-    doc["source"]["task_reader"] = "arrow"
-    doc["output"]["write_mode"] = mode
-    return doc
+    return kill_case_doc(source, logs, mode, "arrow", segment_bytes=2048)
 
 
 def _run(case: Path, tasks: int | None, after: int | None) -> tuple[bool, list[str]]:
@@ -50,7 +50,7 @@ def _run(case: Path, tasks: int | None, after: int | None) -> tuple[bool, list[s
         log=log,
         after=after,
         under=case,
-        preload=(*PRELOAD, "jobs.ingest", "pyspark", "pyarrow.dataset"),
+        preload=(*PRELOAD, *SERIAL_PRELOAD),
     )
     return finished, read_steps(log)
 
@@ -81,7 +81,7 @@ def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode):
     reference = tmp_path / "reference"
     shutil.copytree(base, reference)
     on_spark(reference, "w1")
-    want = snapshot(reference / "logs", HISTORY)
+    want = snapshot(reference / "logs", HISTORY_FILES)
 
     def copy(name: str) -> Path:
         case = tmp_path / name
@@ -92,14 +92,14 @@ def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode):
 
     counted = copy("counted")
     finished, steps = _run(counted, tasks, None)
-    assert finished and differences(snapshot(counted / "logs", HISTORY), want) == []
+    assert finished and differences(snapshot(counted / "logs", HISTORY_FILES), want) == []
     assert len(steps) > 50
     for k in range(0, len(steps), -(-len(steps) // KILLS)):
         case = copy(f"kill-{k}")
         finished, done = _run(case, tasks, k)
         assert not finished, f"not killed before step {k}"
         assert _run(case, tasks, None)[0]  # the rerun, in a process of its own too
-        assert differences(snapshot(case / "logs", HISTORY), want) == [], f"before {steps[k]}"
+        assert differences(snapshot(case / "logs", HISTORY_FILES), want) == [], f"before {steps[k]}"
         runs = IngestHistory(case / "logs").read().to_pylist()
         committed = sorted(r["run_id"] for r in runs if r["status"] == "committed")
         assert committed == ["w0", "w1"], f"killed before {steps[k]}"
