@@ -112,12 +112,6 @@ def _plan_nodes(plan: Any, name: str) -> list[Any]:
     return found
 
 
-def _df_plan_nodes(df: DataFrame, name: str) -> list[Any]:
-    """The nodes of class `name` in Spark's physical plan of `df`, adaptive wrappers walked
-    through (py4j objects)."""
-    return _plan_nodes(df._jdf.queryExecution().executedPlan(), name)
-
-
 def _path(file: Any) -> str:
     """A `PartitionedFile`'s path, decoded: Spark 3.4+ names it `urlEncodedPath`, older Sparks
     give `filePath` as that string."""
@@ -184,7 +178,7 @@ def _jvm(df: DataFrame) -> Any:
 
 def _one_scan(df: DataFrame) -> tuple[Any, str]:
     """The one file scan of Spark's plan of `df` (a py4j object), or (None, why not)."""
-    scans = _df_plan_nodes(df, _SCAN_CLASS)
+    scans = _plan_nodes(df._jdf.queryExecution().executedPlan(), _SCAN_CLASS)
     if len(scans) != 1:
         return None, f"Spark's plan of the source has {len(scans)} file scans, not one"
     return scans[0], ""
