@@ -10,12 +10,21 @@ The JVM also prints `WARNING: Using incubator modules: jdk.incubator.vector` whe
 Spark's launcher always adds that module and Java offers no switch to silence the notice. In a
 notebook every write to stderr is a red block, so the JVM's stderr passes through a thread that
 drops that one line and hands on every other byte unchanged (errors must still be seen).
+
+In a Jupyter kernel the JVM gets a process group of its own. ipykernel ends a kernel by
+signalling every process in the kernel's group, again and again for seconds, and jupyter_client
+then signals the group too: Spark, killed in the middle of its own shutdown, fills the terminal
+with failed deletions and killed child processes. Outside the group, the JVM ends as PySpark
+designed it to: at the end of its stdin, when the kernel has exited, through Spark's orderly
+shutdown. Elsewhere (scripts, Airflow tasks) the JVM stays in the caller's group, so a kill of
+the group stops its tasks at once, as a job that is safe to kill expects.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -45,7 +54,8 @@ def launch_driver_jvm(conf: Mapping[str, str]) -> None:
         return
     spark_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
     with _log4j_config():
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+        popen = {"stderr": subprocess.PIPE, "start_new_session": _in_jupyter_kernel()}
+        gateway = launch_gateway(spark_conf, popen_kwargs=popen)
     _forwarder = threading.Thread(
         target=_forward, args=(gateway.proc.stderr,), name="kafkalog-jvm-stderr", daemon=True
     )
@@ -64,6 +74,12 @@ def stop_driver_jvm(timeout: float = 10.0) -> None:
     with suppress(OSError):
         proc.stdin.close()  # Spark's gateway exits when its stdin ends
     _forwarder.join(timeout)
+
+
+def _in_jupyter_kernel() -> bool:
+    """True in an IPython kernel process (a notebook's), whose shutdown signals its group."""
+    kernel_app = sys.modules.get("ipykernel.kernelapp")
+    return kernel_app is not None and kernel_app.IPKernelApp.initialized()
 
 
 @contextmanager

@@ -30,6 +30,7 @@ __all__ = [
     "cell_with",
     "committed_source",
     "execute",
+    "execute_cells",
     "images",
     "kernel_stderr",
     "numbers_in_prose",
@@ -60,6 +61,17 @@ def execute(name: str, tmp: Path) -> NotebookNode:
     """notebooks/<name> executed top to bottom in a fresh kernel; a cell's error fails it. What
     the kernel process itself writes to stderr (Spark's JVM, up to its shutdown, which a
     user's Jupyter shows in its terminal) goes to `tmp/kernel.stderr` (`kernel_stderr`)."""
+    return _run(nbformat.read(NOTEBOOKS / name, as_version=4), tmp)
+
+
+def execute_cells(sources: list[str], tmp: Path) -> NotebookNode:
+    """A notebook of these code cells, executed and shut down as `execute` does."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata.kernelspec = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
+    return _run(nb, tmp)
+
+
+def _run(nb: NotebookNode, tmp: Path) -> NotebookNode:
     jupyter = tmp / "jupyter"
     spec = jupyter / "kernels" / KERNEL
     spec.mkdir(parents=True)
@@ -75,7 +87,6 @@ def execute(name: str, tmp: Path) -> NotebookNode:
         JUPYTER_RUNTIME_DIR=str(jupyter / "runtime"),
         IPYTHONDIR=str(tmp / "ipython"),
     )
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = NotebookClient(
         nb,
         kernel_name=KERNEL,
@@ -120,7 +131,8 @@ def committed_source(name: str) -> str:
 def assert_shown_as_a_user_sees_it(nb: NotebookNode, tmp: Path) -> None:
     """No red stderr block, no warning or stack trace from the kernel up to its shutdown (run
     by `execute(..., tmp)`), a first cell of imports only, every figure drawn once."""
-    assert kernel_stderr(tmp) == []
+    trouble = kernel_stderr(tmp)
+    assert trouble == [], "\n".join(trouble)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     stderr = [o.text for c in cells for o in c.outputs if o.get("name") == "stderr"]
     assert stderr == [], stderr
