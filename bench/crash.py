@@ -60,8 +60,8 @@ import yaml  # noqa: E402
 from jobs.ingest import run as ingest_run  # noqa: E402
 from jobs.ingestion.config.ingest_config import IngestConfig  # noqa: E402
 from jobs.ingestion.run.history import IngestHistory  # noqa: E402
-from jobs.ingestion.staging.task_staging import journal_path  # noqa: E402
 from jobs.maintenance.common import parse_now  # noqa: E402
+from kafkalog_core.root.meta_area import publish_journal_path  # noqa: E402
 from tests.datasource import write_driver  # noqa: E402
 from tests.jobs.ingest_helpers import (  # noqa: E402
     HISTORY_FILES,
@@ -206,7 +206,7 @@ def _check_write_history(case: Path) -> list[str]:
     runs = IngestHistory(case / "logs").read().to_pylist()
     committed = sorted(r["run_id"] for r in runs if r["status"] == "committed")
     problems = [] if committed == ["w0", "w1"] else [f"committed runs {committed}"]
-    return problems + (["journal left"] if journal_path(case / "logs").exists() else [])
+    return problems + (["journal left"] if publish_journal_path(case / "logs").exists() else [])
 
 
 def _same_step(step: str) -> str:
@@ -238,7 +238,7 @@ def _killed(job: Job, case: Path, log: Path, after: int | None, forked: bool) ->
 def _rerun_once_unlocked(job: Job, case: Path, spark, timeout: float = 120) -> float:
     """`job.rerun`, retried while the killed run's lock is still held (as a scheduler's retry
     would come later): the seconds it waited for it, 0 when it was free at once."""
-    from jobs.ingestion.run.lock import RunLockedError
+    from kafkalog_core.root.run_lock import RunLockedError
 
     began, waited = time.monotonic(), 0.0
     while True:

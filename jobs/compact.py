@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.ingestion.run.meta import meta_root
 from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.common import (
     MaintenanceError,
@@ -75,12 +74,12 @@ from kafkalog_core.maintenance.cleaner import (
     RoundResult,
     clean_partition,
 )
+from kafkalog_core.root.meta_area import compact_journal_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 JOB = "compact"
-JOURNAL_DIR = "compact"  # in the root's meta area: one journal per partition with a round open
 SETTINGS = (
     "cleanup.policy",
     "min.cleanable.dirty.ratio",
@@ -139,11 +138,6 @@ class CompactOptions:
     settings: dict[str, Any]  # CleanerSettings as a dict (tasks get JSON-able units)
 
 
-def journal_path(root: str | Path, dir_name: str) -> Path:
-    """Where a partition's open round keeps its journal (the run's meta area, not the log dir)."""
-    return meta_root(root) / JOURNAL_DIR / f"{dir_name}.json"
-
-
 def compact_task(
     options: CompactOptions, hook: Hook | None = None
 ) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -161,7 +155,7 @@ def compact_task(
             high_watermark=unit["high_watermark"],
             apply=options.apply,
             settings=settings,
-            journal=journal_path(options.log_dir, unit["dir"]),
+            journal=compact_journal_path(options.log_dir, unit["dir"]),
             **extra,
         )
         return [_row(unit, result, options.apply)]
@@ -216,7 +210,7 @@ def commit_checkpoints(root: Path, rows: pa.Table, hook: Hook | None = None) -> 
             hook("checkpoint", checkpoint.path)
         checkpoint.write(after)
     for topic, partition in done:
-        journal = journal_path(root, f"{topic}-{partition}")
+        journal = compact_journal_path(root, f"{topic}-{partition}")
         if journal.exists():
             if hook is not None:
                 hook("unlink", journal)

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.compact import journal_path
 from jobs.ingestion.run.reach import require_shared_root
 from jobs.maintenance.audit_stages import (
     AGE_LABELS,
@@ -89,6 +88,7 @@ from kafkalog_core.maintenance.cleaner_audit import (
 )
 from kafkalog_core.maintenance.cleaner_facts import RecordCounts
 from kafkalog_core.maintenance.cleaner_txn import read_aborted_txns
+from kafkalog_core.root.meta_area import compact_journal_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -197,7 +197,7 @@ def _state(options: AuditOptions, unit: dict[str, Any]) -> tuple[CleaningState, 
         options.now_ms,
         cleaner_checkpoint=marks.get("cleaner"),
         settings=CleanerSettings(**options.settings),
-        journal=journal_path(options.log_dir, unit["dir"]),
+        journal=compact_journal_path(options.log_dir, unit["dir"]),
         **checkpoints,
     )
     state = result.state
@@ -527,7 +527,7 @@ def summarize(table: pa.Table, root: Path, run_id: str) -> str:
 def default_html_path(root: Path) -> Path:
     """Where `--html` with no file writes: the output's meta area (beside the log dir, never
     inside it, and git-ignored as `.*.kafkalog/`), not the current directory."""
-    from jobs.ingestion.run.meta import meta_root
+    from kafkalog_core.root.meta_area import meta_root
 
     return meta_root(root) / "compaction-audit.html"
 

@@ -38,8 +38,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.root.meta_area import meta_root
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -288,7 +288,7 @@ def snapshot(root: Path, skip: str | None = None) -> dict[str, bytes]:
     """What a rerun must reproduce: every file of the log dir `root` and of its meta area (name
     relative to their parent -> bytes), but those whose name the regular expression `skip`
     finds."""
-    from jobs.ingestion.run.meta import meta_root
+    from kafkalog_core.root.meta_area import meta_root
 
     files = {}
     for base in (root, meta_root(root)):

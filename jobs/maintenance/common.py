@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.ingestion.commit.publish import default_run_id
-from jobs.ingestion.run.lock import ReadLock, RunLock
 from jobs.ingestion.run.meta import IngestError
 from jobs.spark.errors import task_error
 from jobs.spark.task_log import task_failure_log
@@ -36,6 +35,7 @@ from kafkalog_core.log.names import (
     segment_log_files,
 )
 from kafkalog_core.maintenance.cleaner import CleanerSettings
+from kafkalog_core.root.run_lock import ReadLock, RunLock
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -22,9 +22,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.errors import SchemaError
 from kafkalog_core.log.checkpoints.checkpoint_file import atomic_write
+from kafkalog_core.root.meta_area import meta_root
 
 __all__ = ["SCHEMAS_DIR", "StoredSchemas", "WriterSchemaStore"]
 

@@ -8,7 +8,12 @@ with partitions): the topic's id, its partition count, each partition's replicas
 dir assigned to each, and its dynamic configs. Everything is checked before anything is
 written, under the broker's own lock (`.lock`, the fcntl lock Kafka's FileLock takes), so a
 running broker is refused and a broker started meanwhile cannot load a half-placed dir.
-Refused, each with one line and nothing changed:
+The output root is read under its run lock, shared as the read-only jobs share it, so no
+ingest or maintenance run changes it while it is copied. Refused, each with one line and nothing
+changed:
+- an output root a run that writes holds (its run lock), or one a killed run left half-done: an
+  interrupted publish (its journal; the next ingest run settles it) or an open compaction round
+  of a placed partition (its journal; a rerun of compact settles it);
 - a log dir a broker holds (it is running), one without `meta.properties`, one of another
   cluster (`cluster.id`);
 - a topic the metadata does not hold, or a `--topic-id` / ingest `topic_id` that is not its id;
@@ -79,6 +84,8 @@ from kafkalog_core.log.names import (
     partition_dir_name,
 )
 from kafkalog_core.log.segment.scan import DEFAULT_INDEX_INTERVAL_BYTES
+from kafkalog_core.root.meta_area import compact_journal_path, publish_journal_path
+from kafkalog_core.root.run_lock import ReadLock
 from kafkalog_core.tools.check_logdir import run_check_logdir
 
 # the root checkpoints whose entries for the placed partitions become kafkalog's (docs/broker.md)
@@ -346,6 +353,12 @@ def plan_place(
     root = Path(output_root)
     if not root.is_dir():
         raise LogDirError(f"output root {root} does not exist")
+    journal = publish_journal_path(root)
+    if journal.exists():
+        raise LogDirError(
+            f"{root}: a killed run left its publish half-done ({journal}); the next ingest run "
+            "settles it: run one, then place"
+        )
     brokers = [_broker_dir(Path(d)) for d in dict.fromkeys(Path(d) for d in log_dirs)]
     if not brokers:
         raise LogDirError("no broker log dir given")
@@ -378,6 +391,13 @@ def plan_place(
         topic_id = _topic_id(topic, metadata, (topic_ids or {}).get(topic), metadata_from)
         cluster_partitions = metadata.partitions_of(topic) or {}
         ours = _source_partitions(root, topic)
+        for partition in sorted(ours):
+            open_round = compact_journal_path(root, partition_dir_name(topic, partition))
+            if open_round.exists():
+                raise LogDirError(
+                    f"{ours[partition]}: a killed compact run left a cleaning round open "
+                    f"({open_round}); compact run again settles it: run it, then place"
+                )
         if not ours:
             raise LogDirError(f"the output root {root} has no partition of topic {topic}")
         if sorted(ours) != list(range(len(cluster_partitions))):
@@ -554,10 +574,12 @@ def place(
     topic_configs: Mapping[str, Mapping[str, str]] | None = None,
     metadata_dir: str | os.PathLike[str] | None = None,
 ) -> PlacePlan:
-    """Plan (and with `apply`, carry out) the placement under the brokers' locks."""
+    """Plan (and with `apply`, carry out) the placement under the output root's run lock
+    (shared) and the brokers' locks."""
     dirs = [Path(d) for d in log_dirs]
     locked = dirs if metadata_dir is None else [*dirs, Path(metadata_dir)]
-    with broker_locks(locked, create=apply):
+    root_lock = ReadLock(Path(output_root).absolute(), f"place-{os.getpid()}")
+    with _root_read_lock(root_lock), broker_locks(locked, create=apply):
         plan = plan_place(
             output_root,
             dirs,
@@ -566,9 +588,24 @@ def place(
             topic_configs=topic_configs,
             metadata_dir=metadata_dir,
         )
+        if root_lock.unlocked_because:
+            plan.notes.append(
+                f"read without the output root's run lock: {root_lock.unlocked_because}"
+            )
         if apply:
             apply_plan(plan)
     return plan
+
+
+@contextlib.contextmanager
+def _root_read_lock(lock: ReadLock) -> Iterator[None]:
+    """The root's run lock, shared; an output root that does not exist is left for
+    `plan_place` to refuse by name (taking the lock would create its meta area)."""
+    if not lock.output_root.is_dir():
+        yield
+        return
+    with lock:
+        yield
 
 
 def run_place(

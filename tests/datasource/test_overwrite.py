@@ -17,9 +17,9 @@ import pytest
 from jobs.datasource.writer import KafkaLogWriter, commit_write, parse_write_options
 from jobs.ingestion.commit.publish import recover_interrupted_publish
 from jobs.ingestion.run.history import IngestHistory
-from jobs.ingestion.run.meta import meta_root
-from jobs.ingestion.staging.task_staging import TaskManifest, journal_path
+from jobs.ingestion.staging.task_staging import TaskManifest
 from kafkalog_core.log.checkpoints import OffsetCheckpointFile
+from kafkalog_core.root.meta_area import meta_root, publish_journal_path
 from tests.datasource.helpers import oracle
 from tests.jobs.commit_helpers import copy_tree, segments_only, visible
 
@@ -174,7 +174,7 @@ def _crash_at_every_step(scenario, monkeypatch) -> None:
         # the retry of the same run (Spark's job retry, or the next write) finishes the publish
         commit_write(options, manifests, overwrite=True)
         assert _topic_dirs(root, "orders") == new, f"step {i} {step}"
-        assert not journal_path(root).exists()
+        assert not publish_journal_path(root).exists()
         assert IngestHistory(root).read().column("run_id").to_pylist().count("b") == 1
 
 

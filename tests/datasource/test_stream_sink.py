@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobs.ingestion.run.history import IngestHistory
-from jobs.ingestion.staging.task_staging import journal_path
+from kafkalog_core.root.meta_area import publish_journal_path
 from tests.datasource import sink_driver
 from tests.datasource.helpers import oracle, write_topic
 from tests.killer import killed_program, read_steps
@@ -71,7 +71,7 @@ def test_a_stream_killed_in_a_commit_then_restarted_writes_each_record_once(
     sink_driver.copy(spark, source, out, checkpoint)  # the same query, from its checkpoint
 
     assert values(out, "copy", 2) == values(source, "s", 2)  # every record once
-    assert not journal_path(out).exists()
+    assert not publish_journal_path(out).exists()
     assert len(committed_runs(out)) == 2  # batch 0 (once) and batch 1
 
 

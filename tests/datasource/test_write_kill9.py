@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from jobs.ingestion.run.history import IngestHistory
-from jobs.ingestion.run.lock import RunLock
-from jobs.ingestion.staging.task_staging import journal_path, staging_root
+from jobs.ingestion.staging.task_staging import staging_root
+from kafkalog_core.root.meta_area import publish_journal_path
+from kafkalog_core.root.run_lock import RunLock
 from tests import killer
 from tests.datasource import write_driver
 from tests.killer import differences, killed_program, read_steps
@@ -73,7 +74,7 @@ def test_a_write_killed_in_the_middle_then_rerun_gives_one_writes_files(
     write_driver.write(spark, str(logs), "w1")  # the same write again, in another driver
 
     assert differences(snapshot(logs), want) == []
-    assert not journal_path(logs).exists() and not staging_root(logs, "w1").exists()
+    assert not publish_journal_path(logs).exists() and not staging_root(logs, "w1").exists()
     runs = IngestHistory(logs).read().to_pylist()
     assert sorted(r["run_id"] for r in runs if r["status"] == "committed") == ["w0", "w1"]
     with RunLock(logs, "next"):  # the killed driver's lock is free again

@@ -18,10 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.config import LogConfig
 from kafkalog_core.partitioner import murmur2, to_positive
 from kafkalog_core.record.batch import iter_batch_headers
+from kafkalog_core.root.meta_area import meta_root
 from tests.datasource.helpers import oracle
 from tests.jobs.test_relayout import _one_writer, _segment_files
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from jobs.ingestion.run.meta import META_SUFFIX
 from jobs.ingestion.staging.task_staging import (
     SEGMENT_FILE,
     TaskManifest,
@@ -20,6 +19,7 @@ from jobs.ingestion.staging.task_staging import (
 )
 from kafkalog_core.log.names import partition_dir_name
 from kafkalog_core.record.batch import RECORD_BATCH_OVERHEAD, iter_batch_headers, pack_header
+from kafkalog_core.root.meta_area import META_SUFFIX
 
 
 def fake_batch(base_offset: int, count: int, filler: bytes = b"r") -> bytes:

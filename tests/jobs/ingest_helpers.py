@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from kafka.partitioner.default import murmur2 as kp_murmur2
 from kafka.record.memory_records import MemoryRecords
 
-from jobs.ingestion.run.meta import meta_root
+from kafkalog_core.root.meta_area import meta_root
 
 BASE_TS = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
 BASE_MS = int(BASE_TS.timestamp() * 1000)

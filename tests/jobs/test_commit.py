@@ -18,13 +18,12 @@ from jobs.ingestion.commit.publish import (
 )
 from jobs.ingestion.commit.state import read_partition_state, scan_existing_state
 from jobs.ingestion.run.history import IngestHistory
-from jobs.ingestion.run.meta import ManifestError, PlanError, PublishError, meta_root
+from jobs.ingestion.run.meta import ManifestError, PlanError, PublishError
 from jobs.ingestion.staging.task_staging import (
     SEGMENT_FILE,
     TaskManifest,
     copy_segment_for_continuation,
     finalize_task_staging,
-    journal_path,
     read_manifest,
     segment_file_name,
     staging_root,
@@ -39,6 +38,7 @@ from kafkalog_core.log.checkpoints import (
     PartitionMetadataFile,
     topic_id_to_str,
 )
+from kafkalog_core.root.meta_area import meta_root, publish_journal_path
 from tests.jobs.commit_helpers import fake_batch, stage_range, visible
 
 TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"  # bytes 0..15 in base64url
@@ -155,7 +155,7 @@ def test_each_staged_file_is_fsynced_once_and_publish_checks_sizes(root: Path, m
     log.write_bytes(bytes(data[:-1]))
     with pytest.raises(ManifestError, match="manifest says"):
         publish(plan)
-    assert not journal_path(root).exists()
+    assert not publish_journal_path(root).exists()
 
 
 def test_malformed_manifests_are_refused(root: Path) -> None:
@@ -262,7 +262,7 @@ def test_publish_into_empty_root(root: Path) -> None:
     assert MetaProperties.read(root / "meta.properties").cluster_id == "c1"
 
     # Staging and journal are gone; the history has the run.
-    assert not staging_root(root, "r1").exists() and not journal_path(root).exists()
+    assert not staging_root(root, "r1").exists() and not publish_journal_path(root).exists()
     record = IngestHistory(root).find_run("r1")
     assert record["rows"] == 14 and record["source_version"] == "12"
     assert record["partitions"] == {"orders-0": [0, 9], "orders-1": [0, 5]}
@@ -338,7 +338,7 @@ def test_history_record_is_written_last(root: Path, monkeypatch) -> None:
     def spy(self, plan, **kw):
         seen["checkpoint"] = OffsetCheckpointFile(root / "recovery-point-offset-checkpoint").read()
         seen["segment"] = (root / "orders-0" / segment_file_name(0, "log")).exists()
-        seen["journal"] = journal_path(root).exists()
+        seen["journal"] = publish_journal_path(root).exists()
         return original(self, plan, **kw)
 
     original = IngestHistory.append_run

@@ -10,8 +10,8 @@ import pytest
 
 from jobs.ingest import run
 from jobs.ingestion.config.ingest_config import load_ingest_config
-from jobs.ingestion.run.meta import meta_root
 from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.root.meta_area import meta_root
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "conf").glob("*.yaml"))

@@ -21,7 +21,7 @@ import pytest
 from jobs import compact, compaction_audit, rebuild_index, retention
 from jobs.ingest import run as ingest
 from jobs.ingestion.config.ingest_config import IngestConfig
-from jobs.ingestion.run.meta import meta_root
+from kafkalog_core.root.meta_area import meta_root
 from tests.jobs.ingest_helpers import (
     BASE_MS,
     SOURCE_SCHEMA,

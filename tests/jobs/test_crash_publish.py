@@ -27,7 +27,8 @@ from jobs.ingestion.commit.publish import publish, recover_interrupted_publish
 from jobs.ingestion.commit.state import scan_existing_state
 from jobs.ingestion.run.history import IngestHistory
 from jobs.ingestion.run.meta import PublishError
-from jobs.ingestion.staging.task_staging import journal_path, staging_root
+from jobs.ingestion.staging.task_staging import staging_root
+from kafkalog_core.root.meta_area import publish_journal_path
 from tests.jobs.commit_helpers import (
     copy_tree,
     kafka_temp_file_passes,
@@ -122,7 +123,7 @@ def _check_recovered(s, step: str) -> None:
     else:
         assert outcome == "completed", step
     assert visible(s["root"]) == s["new"], f"crash before {step}: recovery differs"
-    assert not journal_path(s["root"]).exists()
+    assert not publish_journal_path(s["root"]).exists()
     assert not staging_root(s["root"], "r2").exists()
     history = IngestHistory(s["root"]).read().to_pylist()
     assert [r["run_id"] for r in history if r["status"] == "committed"] == ["r1", "r2"], step
@@ -178,7 +179,7 @@ def test_broker_loading_before_recovery_still_ends_consistent(scenario) -> None:
             for d, files in scenario["old"].items():
                 if d != ".":
                     assert segments_only(now[d]) == segments_only(files), step
-            assert not journal_path(root).exists()
+            assert not publish_journal_path(root).exists()
             assert IngestHistory(root).find_run("r2") is None
 
 

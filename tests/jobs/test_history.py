@@ -12,7 +12,8 @@ from jobs.ingestion.commit.plan import RunInfo, plan_publish
 from jobs.ingestion.commit.publish import publish
 from jobs.ingestion.commit.state import scan_existing_state
 from jobs.ingestion.run.history import SCHEMA, IngestHistory, format_summary
-from jobs.ingestion.run.meta import IngestError, meta_root
+from jobs.ingestion.run.meta import IngestError
+from kafkalog_core.root.meta_area import meta_root
 from tests.jobs.commit_helpers import stage_range
 
 

@@ -11,8 +11,8 @@ import yaml
 
 from jobs.ingest import main, run
 from jobs.ingestion.config.ingest_config import IngestConfig
-from jobs.ingestion.run.lock import RunLock, RunLockedError
 from kafkalog_core.errors import ConfigError, InvalidRecordError, KafkaLogError
+from kafkalog_core.root.run_lock import RunLock, RunLockedError
 from tests.jobs.ingest_helpers import (
     config_doc,
     expected_records,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingestion.run.lock import ReadLock, RunLock, RunLockedError, pid_alive
+from kafkalog_core.root.run_lock import ReadLock, RunLock, RunLockedError, pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_lock_held_by_another_live_process_is_refused(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from jobs.ingestion.run.lock import RunLock;"
+            "import sys, time; from kafkalog_core.root.run_lock import RunLock;"
             "l = RunLock(sys.argv[1], 'other-run').acquire(); print('ready', flush=True);"
             "time.sleep(60)",
             str(root),
@@ -84,7 +84,7 @@ def test_lock_kept_alive_by_an_orphaned_child_of_a_dead_run_is_taken_over(tmp_pa
     root = tmp_path / "logs"
     script = (
         "import os, sys, time\n"
-        "from jobs.ingestion.run.lock import RunLock\n"
+        "from kafkalog_core.root.run_lock import RunLock\n"
         "RunLock(sys.argv[1], 'dead-run').acquire()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
@@ -169,7 +169,7 @@ def test_a_read_only_meta_area_is_read_unlocked_with_the_reason(
     root ignores permissions): the reader runs unlocked and says why."""
     import errno
 
-    import jobs.ingestion.run.lock as lock_module
+    import kafkalog_core.root.run_lock as lock_module
 
     real_open = os.open
 

@@ -28,6 +28,8 @@ from kafkalog_core.log.checkpoints import (
     topic_id_to_str,
 )
 from kafkalog_core.log.partition.partition_log import PartitionLog
+from kafkalog_core.root.meta_area import compact_journal_path, publish_journal_path
+from kafkalog_core.root.run_lock import ReadLock, RunLock, RunLockedError
 from kafkalog_core.tools.check_logdir import check_log_dir
 from kafkalog_core.tools.cli import main
 from kafkalog_core.tools.place import broker_locks, place
@@ -246,6 +248,9 @@ def _stale_records(path: Path) -> None:
         ("ingest-id", r"orders-0/partition.metadata holds topic id \S+ \(the ingest's topics"),
         ("settings", r"topic orders's settings differ .*cleanup.policy=compact here, delete in"),
         ("unformatted", "has no meta.properties: not a formatted broker log dir"),
+        ("ingesting", r"out is locked by run ingest-7 \(pid \d+"),
+        ("publishing", r"out: a killed run left its publish half-done .*next ingest run settles"),
+        ("compacting", r"out/orders-1: a killed compact run left a cleaning round open"),
     ],
 )
 def test_bad_input_is_one_line_and_changes_nothing(
@@ -276,6 +281,13 @@ def test_bad_input_is_one_line_and_changes_nothing(
         args += ["--topic-config", str(tmp_path / "ingest.properties")]
     elif case == "unformatted":
         (broker / "meta.properties").unlink()
+    elif case == "publishing":
+        publish_journal_path(output).parent.mkdir()
+        publish_journal_path(output).write_text("{}")
+    elif case == "compacting":
+        compact_journal_path(output, "orders-1").parent.mkdir(parents=True)
+        compact_journal_path(output, "orders-1").write_text("{}")
+    ingest = RunLock(output, "ingest-7").acquire() if case == "ingesting" else None
     before = tree(broker)
     try:
         status, out, err = cli(*args)
@@ -283,10 +295,39 @@ def test_bad_input_is_one_line_and_changes_nothing(
         if holder is not None:
             holder.kill()
             holder.wait()
+        if ingest is not None:
+            ingest.release()
     assert (status, out) == (1, "")
     assert len(err.splitlines()) == 1 and err.startswith("kafkalog: error: "), err
     assert re.search(message, err), err
     assert tree(broker) == before
+
+
+def test_place_shares_the_roots_run_lock_with_readers_and_keeps_writers_out(
+    output: Path, broker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only run (an audit) may read the root beside it; an ingest or a maintenance run
+    that writes cannot start until the copy is done."""
+    from kafkalog_core.tools import place as place_module
+
+    copy = place_module.apply_plan
+    refused = []
+
+    def apply_while_a_writer_tries(plan) -> None:
+        with pytest.raises(RunLockedError, match=r"in use by another run: a read-only run"):
+            RunLock(output, "retention-1").acquire()
+        refused.append(True)
+        copy(plan)
+
+    with ReadLock(output, "compaction-audit-1"):  # a reader: place goes ahead beside it
+        status, out, err = cli(str(output), str(broker), "--topic", "orders")
+    assert (status, err) == (0, ""), out
+    monkeypatch.setattr(place_module, "apply_plan", apply_while_a_writer_tries)
+    status, out, err = cli(str(output), str(broker), "--topic", "orders", "--apply")
+    assert (status, err, refused) == (0, "", [True]), out
+    placed_partition_is_the_output(broker, output, 0)
+    with RunLock(output, "ingest-8"):  # released when place is done
+        pass
 
 
 def test_every_replica_placed_in_one_run_is_allowed(output: Path, tmp_path: Path) -> None:

@@ -18,14 +18,13 @@ from jobs.ingestion.commit.retire import (
     retire_partition_dirs,
     retired_path,
 )
-from jobs.ingestion.run.meta import PublishError, meta_root
+from jobs.ingestion.run.meta import PublishError
 from jobs.ingestion.staging.task_staging import (
     ASSEMBLY_DIR,
     CHECKPOINT_FILES,
     SEGMENT_FILE_ORDER,
     StagedFile,
     TaskManifest,
-    journal_path,
     segment_file_name,
     staging_root,
     verify_manifest,
@@ -41,6 +40,7 @@ from kafkalog_core.log.checkpoints import (
     topic_id_from_str,
 )
 from kafkalog_core.log.segment.log_segment import LogSegment
+from kafkalog_core.root.meta_area import meta_root, publish_journal_path
 
 # --- publish -----------------------------------------------------------------------------------
 Hook = Callable[[str], None]
@@ -76,7 +76,7 @@ def publish(
     began = time.monotonic()
     hook = hook or _noop
     root = Path(plan.output_root)
-    journal = journal_path(root)
+    journal = publish_journal_path(root)
     meta = meta_root(root)
 
     history = None
@@ -332,7 +332,7 @@ def recover_interrupted_publish(
     Returns "completed", "rolled back" or None (nothing to do). Call under the run lock.
     """
     root = Path(output_root)
-    journal = journal_path(root)
+    journal = publish_journal_path(root)
     if not journal.exists():
         return None
     plan = PublishPlan.from_json(journal.read_bytes())
@@ -387,7 +387,7 @@ def cleanup_stale_staging(
     if not base.is_dir():
         return []
     keep = {current_run_id}
-    journal = journal_path(output_root)
+    journal = publish_journal_path(output_root)
     if journal.exists():
         with contextlib.suppress(PublishError):
             keep.add(PublishPlan.from_json(journal.read_bytes()).run_id)

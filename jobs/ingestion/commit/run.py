@@ -25,10 +25,10 @@ from jobs.ingestion.commit.place import place_ranges
 from jobs.ingestion.commit.publish import cleanup_stale_staging, recover_interrupted_publish
 from jobs.ingestion.commit.state import StateMap
 from jobs.ingestion.run.history import IngestHistory
-from jobs.ingestion.run.lock import RunLock
-from jobs.ingestion.run.meta import meta_root
-from jobs.ingestion.staging.task_staging import TaskManifest, journal_path, staging_root
+from jobs.ingestion.staging.task_staging import TaskManifest, staging_root
 from jobs.ingestion.tasks.writer import WriterSettings, continue_staged_range
+from kafkalog_core.root.meta_area import meta_root, publish_journal_path
+from kafkalog_core.root.run_lock import RunLock
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _take_back(root: Path, run_id: str, made: list[Path]) -> None:
     such as the recorded start time of `timestamp: now`). Under the run lock: the lock file goes
     with the meta area; a run waiting on it finds the file gone and takes a new one."""
     meta = meta_root(root)
-    if not made or journal_path(root).exists() or staging_root(root, run_id).exists():
+    if not made or publish_journal_path(root).exists() or staging_root(root, run_id).exists():
         return  # a publish began (its journal settles it on the next run) or the run staged
     if root.exists() and any(root.iterdir()):
         return  # something is out

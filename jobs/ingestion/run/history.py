@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from jobs.ingestion.run.meta import IngestError, meta_root
+from jobs.ingestion.run.meta import IngestError
+from kafkalog_core.root.meta_area import meta_root
 
 HISTORY_DIR = "ingest-history"
 _JSON_FIELDS = ("partitions", "timings", "topic_configs")

@@ -17,8 +17,9 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.ingestion.run.meta import IngestError, meta_root
+from jobs.ingestion.run.meta import IngestError
 from jobs.spark.tasks import is_connect, run_tasks
+from kafkalog_core.root.meta_area import meta_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

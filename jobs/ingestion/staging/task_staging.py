@@ -14,16 +14,16 @@ from typing import Any
 
 from crc32c import crc32c
 
-from jobs.ingestion.run.meta import IngestError, ManifestError, meta_root
+from jobs.ingestion.run.meta import IngestError, ManifestError
 from kafkalog_core import native as native_loops
 from kafkalog_core.log.checkpoints import (
     atomic_write,
     fsync_dir,
 )
 from kafkalog_core.log.names import partition_dir_name
+from kafkalog_core.root.meta_area import meta_root
 
 # --- names -------------------------------------------------------------------------------------
-JOURNAL_NAME = "publish-journal.json"
 MANIFEST_SUFFIX = ".manifest.json"
 RUN_START_NAME = "run-start.json"  # per run: its start time, see run_start_ms
 ASSEMBLY_DIR = "_publish"  # per run: new partition dirs assembled before the directory rename
@@ -79,10 +79,6 @@ def run_start_ms(
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"run_id": run_id, "started_at_ms": started}).encode())
     return started
-
-
-def journal_path(output_root: str | os.PathLike[str]) -> Path:
-    return meta_root(output_root) / JOURNAL_NAME
 
 
 def segment_file_name(base_offset: int, ext: str) -> str:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.ingestion.run.lock import RunLock, RunLockedError
 from jobs.maintenance.common import (
     MaintenanceError,
     deal_units,
@@ -21,6 +20,7 @@ from jobs.maintenance.common import (
 from jobs.maintenance.report import read_report, write_report
 from jobs.maintenance.topic_configs import resolve_topic_configs
 from kafkalog_core.errors import ConfigError, KafkaLogError
+from kafkalog_core.root.run_lock import RunLock, RunLockedError
 
 
 def _log_dir(tmp_path: Path) -> Path:

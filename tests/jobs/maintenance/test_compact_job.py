@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 import jobs.compact as compact_job
-from jobs.ingestion.run.lock import RunLock, RunLockedError
 from jobs.maintenance.common import MaintenanceError
 from jobs.maintenance.report import read_report
 from kafkalog_core.log.checkpoints import read_cleaner_checkpoint
 from kafkalog_core.log.names import log_file_name, segment_log_files
 from kafkalog_core.maintenance.cleaner import CleanerSettings
 from kafkalog_core.record.decoder import decode_records
+from kafkalog_core.root.meta_area import compact_journal_path
+from kafkalog_core.root.run_lock import RunLock, RunLockedError
 from tests.jobs.maintenance import kill_cases
 from tests.log.cleaner_logs import NOW
 
@@ -93,7 +94,7 @@ def test_apply_keeps_the_latest_record_per_key_for_every_reader(
     result = _run(spark, log_dir, apply=True)
     assert {r["status"] for r in result.rows.to_pylist()} == {"cleaned"}
     assert read_cleaner_checkpoint(log_dir) == {("changelog", 0): 75, ("changelog", 1): 75}
-    assert not list(compact_job.journal_path(log_dir, "x").parent.glob("*"))
+    assert not list(compact_journal_path(log_dir, "x").parent.glob("*"))
     # Spark's reader: one record per live key, the latest (k4's tombstone passed its horizon)
     rows = (
         spark.read.format("kafkalog")
@@ -237,4 +238,4 @@ def test_kill_9_at_seeded_steps_then_a_rerun_leaves_an_uninterrupted_runs_files(
         topics = str(log_dir.parent / "topics.yaml")
         _run(spark, root, apply=True, topics=["changelog"], settings=settings, topic_config=topics)
         assert _files(root) == want, k
-        assert not list(compact_job.journal_path(root, "x").parent.glob("*.json"))
+        assert not list(compact_journal_path(root, "x").parent.glob("*.json"))

@@ -26,12 +26,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from jobs.ingestion.run.meta import IngestError, meta_root
+from kafkalog_core.errors import KafkaLogError
+from kafkalog_core.root.meta_area import meta_root
 
 LOCK_NAME = "run.lock"
 
 
-class RunLockedError(IngestError):
+class RunLockedError(KafkaLogError):
     """Another run holds the output root."""
 
 
@@ -89,7 +90,7 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         if self._fd is not None:
-            raise IngestError(f"run {self.run_id} already holds the lock of {self.output_root}")
+            raise RunLockedError(f"run {self.run_id} already holds the lock of {self.output_root}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -215,7 +216,7 @@ class ReadLock(RunLock):
 
     def acquire(self) -> ReadLock:
         if self._fd is not None:
-            raise IngestError(f"run {self.run_id} already holds the lock of {self.output_root}")
+            raise RunLockedError(f"run {self.run_id} already holds the lock of {self.output_root}")
         for _ in range(5):
             fd = self._open()
             if fd is None:
