@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,3 +192,18 @@ def classpath(*groups: str) -> str:
 def spark_jars(*groups: str) -> str:
     """The groups' jars as a `spark.jars` value (comma-separated paths)."""
     return ",".join(str(j) for g in groups for j in jars(g))
+
+
+def main() -> int:
+    """Fetch every group now (tests/run.sh, before the suite): a fetch that fails prints its
+    one line and leaves the group to the tests that need it, which fail with the same line."""
+    for group in GROUPS:
+        try:
+            jar_dir(group)
+        except JvmDepsUnavailable as e:
+            print(f"kafkalog: {e}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

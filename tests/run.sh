@@ -6,6 +6,11 @@ kafkalog_ensure_venv
 kafkalog_check_java
 kafkalog_ensure_packer  # the cluster tests pack the executors' environment
 cd "$kafkalog_root"
+# What the suite installs on first use, installed before it starts (a test run alone still
+# installs what it needs): the Airflow DAG test's venv, and the JVM jars of tests/java/pom.xml.
+kafkalog_ensure_airflow_venv >/dev/null ||
+  echo "kafkalog: the Airflow venv could not be set up; the DAG test says why" >&2
+"$kafkalog_venv/bin/python" -m tests.jvm_deps
 export PYSPARK_PYTHON="$kafkalog_venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$kafkalog_venv/bin/python"
 # The tests start many short-lived, small JVMs (local Spark, spark-submit, the standalone cluster's
