@@ -56,6 +56,7 @@ from typing import Final, TextIO
 from kafkalog_core.config import LogConfig, dynamic_broker_defaults
 from kafkalog_core.errors import ConfigError, KafkaLogError, LogDirError
 from kafkalog_core.log.checkpoints import (
+    LeaderEpochCheckpointFile,
     MetaProperties,
     OffsetCheckpointFile,
     PartitionMetadataFile,
@@ -72,6 +73,7 @@ from kafkalog_core.log.cluster_metadata import (
     read_cluster_metadata,
 )
 from kafkalog_core.log.names import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
     LOCK_FILE,
     LOG_FILE_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -412,8 +414,22 @@ def plan_place(
         plan.index_interval_bytes = int(settings["index.interval.bytes"])  # type: ignore[call-overload]
         for partition, source in sorted(ours.items()):
             plan.moves += _moves(topic, partition, source, topic_id, cluster_partitions, nodes)
+            if _holds_records(source) and not _leader_epochs(source):
+                plan.notes.append(
+                    f"{source}: written without a leader epoch (its batches carry -1, its "
+                    f"{LEADER_EPOCH_CHECKPOINT_FILE} no entry): the broker serves it, but a "
+                    "follower added later fails on it and never joins the ISR (docs/broker.md, "
+                    'Leader epochs); the ingest and format("kafkalog") write epoch 0'
+                )
     _plan_checkpoints(plan)
     return plan
+
+
+def _leader_epochs(pdir: Path) -> bool:
+    """The partition dir's leader-epoch-checkpoint has an entry (what a writer given a leader
+    epoch leaves; batches written without one carry -1 and leave none)."""
+    checkpoint = LeaderEpochCheckpointFile(pdir / LEADER_EPOCH_CHECKPOINT_FILE)
+    return checkpoint.exists() and bool(checkpoint.read())
 
 
 def _moves(

@@ -17,6 +17,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from kafkalog_core.log.checkpoints import (
@@ -147,6 +148,29 @@ def test_a_dry_run_says_what_it_would_do_and_changes_nothing(output: Path, broke
     assert "orders: the cluster's cleanup.policy=delete (Kafka default" in out
     assert f"{broker / 'log-start-offset-checkpoint'}: orders-0=dropped, orders-1=dropped" in out
     assert lines[-1] == "dry run: nothing changed; --apply places 2 partition dir(s)"
+
+
+def test_a_partition_written_without_a_leader_epoch_is_named_in_the_plan(
+    output: Path, broker: Path
+) -> None:
+    """write_log's partitions carry epoch -1 (PartitionLog without leader_epoch); one written
+    with epoch 0, as the ingest writes, is placed without a word."""
+    shutil.rmtree(output / "orders-1")
+    log = PartitionLog.create(output / "orders-1", config(), leader_epoch=0)
+    log.append_records(pa.table({"key": [b"k"], "value": [b"v"], "timestamp": [10_000]}))
+    log.close()
+    PartitionMetadataFile(output / "orders-1" / "partition.metadata").write(
+        topic_id_for_name("orders")
+    )
+    status, out, err = cli(str(output), str(broker), "--topic", "orders")
+    assert (status, err) == (0, ""), out
+    notes = [line for line in out.splitlines() if "without a leader epoch" in line]
+    assert notes == [
+        f"{output / 'orders-0'}: written without a leader epoch (its batches carry -1, its "
+        "leader-epoch-checkpoint no entry): the broker serves it, but a follower added later "
+        "fails on it and never joins the ISR (docs/broker.md, Leader epochs); the ingest and "
+        'format("kafkalog") write epoch 0'
+    ]
 
 
 def test_apply_places_every_partition_merges_the_checkpoints_and_a_rerun_changes_nothing(
