@@ -595,7 +595,10 @@ def place(
     dirs = [Path(d) for d in log_dirs]
     locked = dirs if metadata_dir is None else [*dirs, Path(metadata_dir)]
     root_lock = ReadLock(Path(output_root).absolute(), f"place-{os.getpid()}")
-    with _root_read_lock(root_lock), broker_locks(locked, create=apply):
+    # a root that does not exist is plan_place's to refuse by name (the lock would create its
+    # meta area)
+    held = root_lock if root_lock.output_root.is_dir() else contextlib.nullcontext()
+    with held, broker_locks(locked, create=apply):
         plan = plan_place(
             output_root,
             dirs,
@@ -611,17 +614,6 @@ def place(
         if apply:
             apply_plan(plan)
     return plan
-
-
-@contextlib.contextmanager
-def _root_read_lock(lock: ReadLock) -> Iterator[None]:
-    """The root's run lock, shared; an output root that does not exist is left for
-    `plan_place` to refuse by name (taking the lock would create its meta area)."""
-    if not lock.output_root.is_dir():
-        yield
-        return
-    with lock:
-        yield
 
 
 def run_place(
