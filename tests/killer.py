@@ -241,7 +241,7 @@ def killed_program(
             # The session leader's exit does not end the rest of the session: a killed JVM or
             # driver may still be tearing down (its flock on the run lock still held) for a
             # moment after, as no real rerun would see. Wait until every process of it is gone.
-            _wait_session_gone(proc.pid, timeout=120)
+            wait_session_gone(proc.pid, timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
@@ -275,7 +275,7 @@ def _session_members(session: int) -> list[int]:
     return members
 
 
-def _wait_session_gone(session: int, timeout: float) -> None:
+def wait_session_gone(session: int, timeout: float) -> None:
     """Until no live process of `session` remains; an AssertionError after `timeout` s."""
     deadline = time.monotonic() + timeout
     while members := _session_members(session):
