@@ -62,6 +62,7 @@ from kafkalog_core.log.checkpoints import (
     read_cleaner_checkpoint,
     read_high_watermarks,
     read_log_start_checkpoint,
+    read_recovery_points,
 )
 from kafkalog_core.log.names import CLEANER_OFFSET_CHECKPOINT_FILE
 from kafkalog_core.log.swap import Hook
@@ -153,6 +154,7 @@ def compact_task(
             cleaner_checkpoint=unit["cleaner_checkpoint"],
             log_start_checkpoint=unit["log_start_checkpoint"],
             high_watermark=unit["high_watermark"],
+            recovery_from=unit.get("recovery_from"),
             apply=options.apply,
             settings=settings,
             journal=compact_journal_path(options.log_dir, unit["dir"]),
@@ -270,6 +272,7 @@ def _units(root: Path, refs: list[PartitionRef], configs: dict) -> list[dict[str
     cleaned = read_cleaner_checkpoint(root)
     starts = read_log_start_checkpoint(root)
     marks = read_high_watermarks(root)
+    recovery_points = read_recovery_points(root)  # None: a clean shutdown, nothing rebuilt
     units = []
     for r in refs:
         tp = (r.topic, r.partition)
@@ -281,6 +284,7 @@ def _units(root: Path, refs: list[PartitionRef], configs: dict) -> list[dict[str
                 cleaner_checkpoint=cleaned.get(tp),
                 log_start_checkpoint=starts.get(tp),
                 high_watermark=marks.get(tp),
+                recovery_from=None if recovery_points is None else recovery_points.get(tp, 0),
             )
         )
     return units

@@ -73,6 +73,7 @@ from kafkalog_core.log.checkpoints import (
     read_cleaner_checkpoint,
     read_high_watermarks,
     read_log_start_checkpoint,
+    read_recovery_points,
 )
 from kafkalog_core.maintenance.cleaner import (
     PENDING,
@@ -190,6 +191,7 @@ def _state(options: AuditOptions, unit: dict[str, Any]) -> tuple[CleaningState, 
     checkpoints = {
         "log_start_checkpoint": marks.get("log_start"),
         "high_watermark": marks.get("high_watermark"),
+        "recovery_from": marks.get("recovery_from"),
     }
     result = clean_partition(
         pdir,
@@ -382,6 +384,7 @@ def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:
     cleaner = read_cleaner_checkpoint(root)
     starts = read_log_start_checkpoint(root)
     marks = read_high_watermarks(root)
+    recovery_points = read_recovery_points(root)  # None: a clean shutdown, nothing rebuilt
     out = {}
     for r in refs:
         tp = (r.topic, r.partition)
@@ -389,6 +392,7 @@ def _checkpoints(root: Path, refs: list[PartitionRef]) -> dict[str, Any]:
             "cleaner": cleaner.get(tp),
             "log_start": starts.get(tp),
             "high_watermark": marks.get(tp),
+            "recovery_from": None if recovery_points is None else recovery_points.get(tp, 0),
         }
     return out
 

@@ -74,9 +74,9 @@ from jobs.maintenance.common import (
 from jobs.maintenance.report import write_report
 from kafkalog_core.config import LogConfig
 from kafkalog_core.log.checkpoints import (
-    CleanShutdownFile,
     OffsetCheckpointFile,
     read_high_watermarks,
+    read_recovery_points,
 )
 from kafkalog_core.log.names import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
@@ -332,9 +332,7 @@ def run(
         lso_file = OffsetCheckpointFile(root / LOG_START_OFFSET_CHECKPOINT_FILE)
         start_offsets = lso_file.read()
         high_watermarks = read_high_watermarks(root)
-        recovery_points = None  # a clean shutdown: a broker's load rebuilds no index
-        if not CleanShutdownFile(root).exists:
-            recovery_points = OffsetCheckpointFile(root / RECOVERY_POINT_CHECKPOINT_FILE).read()
+        recovery_points = read_recovery_points(root)  # None: a clean shutdown, nothing rebuilt
         units = [
             _unit(
                 r, setup.configs[r.topic], start_offsets, high_watermarks, recovery_points, uploaded

@@ -402,6 +402,7 @@ def clean_partition(
     cleaner_checkpoint: int | None = None,
     log_start_checkpoint: int | None = None,
     high_watermark: int | None = None,
+    recovery_from: int | None = None,
     apply: bool = False,
     settings: CleanerSettings = CleanerSettings(),
     journal: Path | None = None,
@@ -411,7 +412,9 @@ def clean_partition(
     """One cleaning round of the partition (see the module doc). `journal` is where the round
     records its end offset for a rerun after a kill (apply only; None: no record); `hook` runs
     before every file system change, `trace` sees each batch's transaction and producer
-    decisions (RoundRules.trace)."""
+    decisions (RoundRules.trace). `recovery_from`: the log dir's recovery point for the partition
+    after an unclean shutdown (None: a clean one), where a broker's load rebuilds the time
+    indexes that min.compaction.lag.ms reads (`scan_partition`)."""
     pdir = Path(partition_dir)
     if apply:
         if journal is not None:
@@ -430,7 +433,7 @@ def clean_partition(
 
     producers = ProducerStateManager()
     # no CRC check and no refusal yet: only a segment the round reads can make it fail
-    scan = scan_partition(pdir, strict=False, producers=producers)
+    scan = scan_partition(pdir, strict=False, producers=producers, recovery_from=recovery_from)
     state = partition_cleaning_state(
         pdir,
         config,

@@ -29,7 +29,7 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.scan import TxnTracker
-from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_segment_facts
+from kafkalog_core.maintenance.segment_facts import SegmentFacts, as_loaded, read_segment_facts
 from kafkalog_core.record.batch import (
     MAGIC_V2,
     BatchHeader,
@@ -85,6 +85,7 @@ def scan_partition(
     verify: bool = False,
     strict: bool = True,
     producers: ProducerStateManager | None = None,
+    recovery_from: int | None = None,
 ) -> PartitionScan:
     """Walk every batch header of a partition once (control batches: their one record too).
 
@@ -95,6 +96,9 @@ def scan_partition(
     the cleaner refuses it only in the segments its round reads.
     `producers` is replayed too (the producer state a broker holds for the log: the cleaner
     keeps each active producer's last batch).
+    `recovery_from` is the recovery point after an unclean shutdown (None: a clean one): the
+    segments' largest timestamps are then the ones the broker's load leaves (`as_loaded`), as
+    its cleaner reads them for min.compaction.lag.ms.
     """
     tracker = TxnTracker.empty()
     aborted: list[AbortedTxn] = []
@@ -110,10 +114,13 @@ def scan_partition(
                 marker = kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
                 producers.update(header, kind if header.is_control and marker else None)
 
-    segments = [
-        read_segment_facts(path, verify=verify, strict=strict, on_batch=replay)
-        for path in segment_log_files(partition_dir)
-    ]
+    segments = as_loaded(
+        [
+            read_segment_facts(path, verify=verify, strict=strict, on_batch=replay)
+            for path in segment_log_files(partition_dir)
+        ],
+        recovery_from,
+    )
     first_unstable = min(tracker.open_txns.values()) if tracker.open_txns else None
     return PartitionScan(tuple(segments), tuple(aborted), first_unstable)
 
@@ -207,14 +214,16 @@ def partition_cleaning_state(
     log_start_checkpoint: int | None = None,
     high_watermark: int | None = None,
     scan: PartitionScan | None = None,
+    recovery_from: int | None = None,
 ) -> CleaningState:
     """LogCleanerManager.cleanableOffsets + LogToClean + maxCompactionDelay for one partition.
 
     `log_start_checkpoint` / `high_watermark` are the log dir's checkpoints for the partition
-    (None: the first segment's base offset / the log end offset, as for a broker without them).
+    (None: the first segment's base offset / the log end offset, as for a broker without them);
+    `recovery_from` is `scan_partition`'s, for the scan made here when none is given.
     """
     if scan is None:
-        scan = scan_partition(partition_dir)
+        scan = scan_partition(partition_dir, recovery_from=recovery_from)
     segments = scan.segments
     if not segments:
         raise CorruptRecordError(f"{partition_dir}: no .log segment")

@@ -376,6 +376,33 @@ def test_min_compaction_lag_reads_the_broker_timestamp(tmp_path: Path) -> None:
     assert partition_cleaning_state(pdir, compact, None, NOW).min_lag_offset == 0
 
 
+def test_min_compaction_lag_after_an_unclean_shutdown_reads_the_rebuilt_time_index(
+    tmp_path: Path,
+) -> None:
+    """After an unclean shutdown a broker's load rebuilds the time indexes from the recovery
+    point's segment on, so its cleaner judges min.compaction.lag.ms there by the records, not by
+    a missing time index's mtime: records an hour old, restored without .timeindex files into
+    .log files dated 10 days back, stay out of the cleaning round for a day's lag. Read as after
+    a clean shutdown (the mtime), the round would take them now and drop superseded values a
+    broker keeps."""
+    pdir = _restored(tmp_path, record_ts=NOW - DAY // 24)
+    old_s = (NOW - 10 * DAY) / 1000
+    for path in segment_log_files(pdir):
+        os.utime(path, (old_s, old_s))
+    for path in pdir.glob("*.timeindex"):
+        path.unlink()
+    compact = cfg(cleanup_policy="compact", min_compaction_lag_ms=DAY)
+    second = int(segment_log_files(pdir)[1].name[:20])
+
+    def lag_bound(recovery_from: int | None) -> int | None:
+        state = partition_cleaning_state(pdir, compact, None, NOW, recovery_from=recovery_from)
+        return state.min_lag_offset
+
+    assert lag_bound(None) is None  # a clean shutdown: the mtime, 10 days old
+    assert lag_bound(0) == 0  # every segment rebuilt: an hour old
+    assert lag_bound(second) == second  # the first segment is below the recovery point
+
+
 def test_size_retention_counts_what_recovery_keeps(tmp_path: Path) -> None:
     """Issue 36 item 9: a crashed preallocated active segment's zeros (and a partial tail) are
     no part of a loaded log; counted by st_size they would delete one oldest segment too many."""

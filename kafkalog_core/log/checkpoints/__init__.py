@@ -47,6 +47,7 @@ from kafkalog_core.log.checkpoints.offsets import (
     read_high_watermarks,
     read_log_start_checkpoint,
     read_offset_checkpoint,
+    read_recovery_points,
 )
 from kafkalog_core.log.checkpoints.partition_metadata import PartitionMetadataFile
 from kafkalog_core.log.checkpoints.topic_ids import (
@@ -107,6 +108,7 @@ __all__ = [
     "read_high_watermarks",
     "read_log_start_checkpoint",
     "read_offset_checkpoint",
+    "read_recovery_points",
     "topic_id_for_name",
     "topic_id_from_str",
     "topic_id_to_str",

@@ -3,7 +3,8 @@
 `OffsetCheckpointFile` reads and writes the recovery-point, log-start-offset, replication
 (high watermark) and cleaner checkpoints; the `read_*` functions give one of them as a map,
 {} when the file is absent (the compaction audit, the data source and the retention job read
-them without writing).
+them without writing). `read_recovery_points` also says whether a broker's load would recover
+anything at all (the clean-shutdown marker).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kafkalog_core.log.checkpoints.checkpoint_file import CheckpointFile, parse_java_int
+from kafkalog_core.log.checkpoints.clean_shutdown import CleanShutdownFile
 from kafkalog_core.log.names import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 )
 
@@ -73,3 +76,14 @@ def read_log_start_checkpoint(log_dir: str | os.PathLike[str]) -> dict[TopicPart
 def read_high_watermarks(log_dir: str | os.PathLike[str]) -> dict[TopicPartition, int]:
     """`replication-offset-checkpoint`: the high watermark, which bounds the last stable offset."""
     return read_offset_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT_FILE)
+
+
+def read_recovery_points(log_dir: str | os.PathLike[str]) -> dict[TopicPartition, int] | None:
+    """Where a broker's load of this log dir starts recovering each partition (rebuilding its
+    segments' indexes, the time index's largest timestamp with them): None after a clean
+    shutdown (the `.kafka_cleanshutdown` marker), when it recovers nothing; else
+    `recovery-point-offset-checkpoint` (a partition it does not name, or a missing file: from
+    offset 0, as a broker's load takes it)."""
+    if CleanShutdownFile(log_dir).exists:
+        return None
+    return read_offset_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT_FILE)

@@ -4,6 +4,7 @@ generated partition against the core's single-process reference, the HTML page, 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -13,11 +14,20 @@ import pytest
 import jobs.compact as compact_job
 import jobs.compaction_audit as audit_job
 from jobs.maintenance.report import read_report
+from kafkalog_core.log.names import CLEAN_SHUTDOWN_FILE, segment_log_files
 from kafkalog_core.log.partition.partition_log import PartitionLog
-from kafkalog_core.maintenance.cleaner import CleanerSettings, clean_partition
-from kafkalog_core.maintenance.cleaner_audit import partition_cleaning_state
+from kafkalog_core.maintenance.cleaner import (
+    CLEANED,
+    NOT_ELIGIBLE,
+    CleanerSettings,
+    clean_partition,
+)
+from kafkalog_core.maintenance.cleaner_audit import (
+    BOUND_MIN_COMPACTION_LAG,
+    partition_cleaning_state,
+)
 from kafkalog_core.maintenance.cleaner_facts import kafka_retained, partition_record_facts
-from tests.log.cleaner_logs import changelog_partition
+from tests.log.cleaner_logs import DAY, changelog_partition
 from tests.log.test_cleaner_audit import (
     COMPACT,
     NOW,
@@ -195,3 +205,42 @@ def test_the_audit_reports_what_compact_does_on_the_same_log(
     freed = re.search(r"(\S+ \S+ -> \S+ \S+), (\d+) records removed", compact_summary)
     assert freed and f"{freed.group(1)}, {freed.group(2)} records removed" in audit_summary
     assert "left in the active segments" in audit_summary
+
+
+def test_after_an_unclean_shutdown_both_judge_the_lag_by_the_rebuilt_time_index(
+    spark, tmp_path: Path
+) -> None:
+    """A log dir without `.kafka_cleanshutdown` (and no recovery-point checkpoint: from offset 0)
+    is recovered by a broker's load, which rebuilds every time index from the records. Restored
+    without .timeindex files into .log files dated 10 days back, with records 2 days old and a
+    3-day min.compaction.lag.ms, a broker's cleaner waits; the audit, the dry run and --apply
+    must all wait too. With the marker the broker judges by the mtime and cleans now."""
+    root = tmp_path / "logs"
+    pdir = changelog_partition(root / "t-0")
+    for path in pdir.glob("*.timeindex"):
+        path.unlink()
+    old_s = (NOW - 10 * DAY) / 1000
+    for path in segment_log_files(pdir):
+        os.utime(path, (old_s, old_s))
+    conf = tmp_path / "t.yaml"
+    conf.write_text(
+        "topics:\n  t: {cleanup.policy: compact, segment.bytes: 1200, "
+        f"min.compaction.lag.ms: {3 * DAY}}}\n"
+    )
+    common = {"topic_config": str(conf), "now": NOW, "out": lambda _l: None}
+    before = {p.name: p.read_bytes() for p in pdir.iterdir()}
+    [audit] = audit_job.run(spark, str(root), **common).rows.to_pylist()
+    assert (audit["uncleanable_bound"], audit["first_uncleanable_offset"]) == (
+        BOUND_MIN_COMPACTION_LAG,
+        0,
+    )
+    assert audit["bytes_freed_now"] == 0
+    [dry] = compact_job.run(spark, str(root), **common).rows.to_pylist()
+    [applied] = compact_job.run(spark, str(root), apply=True, **common).rows.to_pylist()
+    assert dry["status"] == applied["status"] == NOT_ELIGIBLE
+    assert {p.name: p.read_bytes() for p in pdir.iterdir()} == before
+    (root / CLEAN_SHUTDOWN_FILE).write_text("")
+    [audit] = audit_job.run(spark, str(root), **common).rows.to_pylist()
+    assert audit["bytes_freed_now"] > 0
+    [applied] = compact_job.run(spark, str(root), apply=True, **common).rows.to_pylist()
+    assert applied["status"] == CLEANED
