@@ -84,9 +84,11 @@ from kafkalog_core.log.names import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     check_quarantine_suffix,
     log_file_name,
+    offset_from_file_name,
     segment_log_files,
 )
 from kafkalog_core.maintenance.retention import (
+    LOAD_CUT,
     RetentionDecision,
     RetentionLimits,
     backfill_risk,
@@ -99,8 +101,14 @@ from kafkalog_core.maintenance.retention import (
     retention_decisions,
     roll_empty_segment,
     truncate_leader_epochs_from_start,
+    unjudged_after_load_cut,
 )
-from kafkalog_core.maintenance.segment_facts import as_loaded, read_segment_facts
+from kafkalog_core.maintenance.segment_facts import (
+    as_loaded,
+    load_cut,
+    read_segment_facts,
+    recovered_at_load,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,7 +129,8 @@ REPORT_SCHEMA = pa.schema(
         pa.field("largest_timestamp", pa.int64()),
         pa.field("last_modified", pa.int64()),
         pa.field("action", pa.string()),  # delete / keep
-        # log-start-offset / retention.bytes / retention.ms / unfinished-quarantine
+        # log-start-offset / retention.bytes / retention.ms / unfinished-quarantine; load-cut:
+        # kept, the partition left unjudged (a broker's load would cut it first)
         pa.field("rule", pa.string()),
         pa.field("reason", pa.string()),
         pa.field("backfill_risk", pa.bool_()),
@@ -183,24 +192,33 @@ def _segment_rows(
     pdir: Path, unit: dict[str, Any], config: LogConfig, options: RetentionOptions
 ) -> tuple[list[dict[str, Any]], int]:
     """The segments' rows and the log start offset after their deletes."""
+    paths = segment_log_files(pdir)
+    recovery_from = unit.get("recovery_from")
+    # the segments a broker's load recovers are CRC-checked as it checks them
+    checked = recovered_at_load([offset_from_file_name(p.name) for p in paths], recovery_from)
     facts = as_loaded(
-        [read_segment_facts(p) for p in segment_log_files(pdir)], unit.get("recovery_from")
+        [read_segment_facts(p, verify=again) for p, again in zip(paths, checked, strict=True)],
+        recovery_from,
     )
     if not facts:
         return [], unit["log_start_offset"]
-    decisions = retention_decisions(
-        facts,
-        config,
-        now_ms=options.now_ms,
-        log_start_offset=unit["log_start_offset"],
-        high_watermark=unit["high_watermark"],
-        uploaded_offset=unit.get("uploaded_offset"),
-    )
+    cut = load_cut(facts)
+    if cut is not None:
+        decisions = unjudged_after_load_cut(facts, cut)
+    else:
+        decisions = retention_decisions(
+            facts,
+            config,
+            now_ms=options.now_ms,
+            log_start_offset=unit["log_start_offset"],
+            high_watermark=unit["high_watermark"],
+            uploaded_offset=unit.get("uploaded_offset"),
+        )
     victims = [d.base_offset for d in decisions if d.delete]
     kept = [d.base_offset for d in decisions if not d.delete]
     log_end = facts[-1].next_offset
     new_lso = max(unit["log_start_offset"], facts[0].base_offset, kept[0] if kept else log_end)
-    if options.apply:
+    if options.apply and cut is None:
         if not kept:  # every segment goes: a broker rolls a new empty active segment first
             roll_empty_segment(pdir, log_end)
         if victims:
@@ -360,7 +378,8 @@ def run(
     out(summary)
     for warning in warnings:
         out(f"kafkalog: warning: {warning}")
-    return MaintenanceResult(JOB, run_id, rows, summary, 0, warnings, spark)
+    problems = len(unjudged_partitions(rows))  # exit 1: a partition left as it was
+    return MaintenanceResult(JOB, run_id, rows, summary, problems, warnings, spark)
 
 
 def _some(names: Sequence[str], most: int = 10, kind: str = "topic") -> str:
@@ -486,6 +505,15 @@ def _raise_recovery_points(root: Path, log_starts: dict[tuple[str, int], int]) -
         checkpoint.write(after)
 
 
+def unjudged_partitions(rows: pa.Table) -> dict[str, str]:
+    """The partitions left unjudged (`LOAD_CUT`), by `topic-partition`, with the reason."""
+    return {
+        f"{r['topic']}-{r['partition']}": r["reason"]
+        for r in rows.to_pylist()
+        if r["kind"] == KIND_SEGMENT and r["rule"] == LOAD_CUT
+    }
+
+
 def summarize(
     rows: pa.Table, root: Path, now_ms: int, apply: bool, run_id: str
 ) -> tuple[str, list[str]]:
@@ -541,6 +569,13 @@ def summarize(
         lines.extend(
             f"    {r['topic']}-{r['partition']}/{r['file']}: {r['reason']}" for r in expired
         )
+    unjudged = unjudged_partitions(rows)
+    if unjudged:
+        lines.append(
+            f"  {len(unjudged)} partitions not judged, nothing deleted in them: a broker's load "
+            "would cut them first (no clean shutdown); run rebuild-index --mode rebuild"
+        )
+        lines.extend(f"    {name}: {reason}" for name, reason in sorted(unjudged.items()))
     if (deleted or any(r["action"] == "delete" for r in quarantined)) and not apply:
         lines.append("  run again with --apply to delete them")
     warnings = []

@@ -101,6 +101,7 @@ from kafkalog_core.maintenance.offset_map import (
     max_keys_for,
 )
 from kafkalog_core.maintenance.retention import purge_deleted_files
+from kafkalog_core.maintenance.segment_facts import load_cut
 from kafkalog_core.record.batch import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
@@ -443,6 +444,17 @@ def clean_partition(
         high_watermark=high_watermark,
         scan=scan,
     )
+    cut = load_cut(state.segments)
+    if cut is not None:
+        later = sum(1 for x in state.segments if x.base_offset > cut.base_offset)
+        return RoundResult(
+            UNCLEANABLE,
+            f"uncleanable: {pdir / log_file_name(cut.base_offset)}: a broker's load recovers "
+            f"it (no clean shutdown; recovery point {recovery_from}) and would cut it at "
+            f"position {cut.retained_bytes}, deleting the {later} segments after it; run "
+            "rebuild-index --mode rebuild first",
+            state,
+        )
     damaged = next((x for x in state.segments[:-1] if _damaged(x)), None)
     if damaged is not None and state.uncleanable_bound == BOUND_OPEN_TRANSACTION:
         # the walk stopped at the damage, so the end of a transaction after it was not seen;

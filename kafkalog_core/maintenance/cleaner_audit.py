@@ -25,11 +25,17 @@ from kafkalog_core.log.checkpoints import TopicPartition
 from kafkalog_core.log.index.txn_index import AbortedTxn
 from kafkalog_core.log.names import (
     log_file_name,
+    offset_from_file_name,
     segment_log_files,
 )
 from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.scan import TxnTracker
-from kafkalog_core.maintenance.segment_facts import SegmentFacts, as_loaded, read_segment_facts
+from kafkalog_core.maintenance.segment_facts import (
+    SegmentFacts,
+    as_loaded,
+    read_segment_facts,
+    recovered_at_load,
+)
 from kafkalog_core.record.batch import (
     MAGIC_V2,
     BatchHeader,
@@ -97,8 +103,9 @@ def scan_partition(
     `producers` is replayed too (the producer state a broker holds for the log: the cleaner
     keeps each active producer's last batch).
     `recovery_from` is the recovery point after an unclean shutdown (None: a clean one): the
-    segments' largest timestamps are then the ones the broker's load leaves (`as_loaded`), as
-    its cleaner reads them for min.compaction.lag.ms.
+    segments a broker's load recovers are CRC-checked as it checks them (`load_cut` finds where
+    it would cut), and their largest timestamps are the ones it leaves (`as_loaded`), as its
+    cleaner reads them for min.compaction.lag.ms.
     """
     tracker = TxnTracker.empty()
     aborted: list[AbortedTxn] = []
@@ -114,10 +121,12 @@ def scan_partition(
                 marker = kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
                 producers.update(header, kind if header.is_control and marker else None)
 
+    paths = segment_log_files(partition_dir)
+    checked = recovered_at_load([offset_from_file_name(p.name) for p in paths], recovery_from)
     segments = as_loaded(
         [
-            read_segment_facts(path, verify=verify, strict=strict, on_batch=replay)
-            for path in segment_log_files(partition_dir)
+            read_segment_facts(path, verify=verify or again, strict=strict, on_batch=replay)
+            for path, again in zip(paths, checked, strict=True)
         ],
         recovery_from,
     )

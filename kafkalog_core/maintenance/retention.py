@@ -41,6 +41,7 @@ from kafkalog_core.log.names import (
     PRODUCER_SNAPSHOT_FILE_SUFFIX,
     QUARANTINE_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    log_file_name,
     offset_from_file_name,
     quarantine_files,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "retention_decisions",
     "roll_empty_segment",
     "truncate_leader_epochs_from_start",
+    "unjudged_after_load_cut",
 ]
 
 LOG_START_OFFSET = "log-start-offset"
@@ -82,6 +84,9 @@ RETENTION_BYTES = "retention.bytes"
 RETENTION_MS = "retention.ms"
 # the rule for a killed rebuild's partial quarantine copy: no data of its own, deleted at once
 UNFINISHED_QUARANTINE = "unfinished-quarantine"
+# the rule of every segment of a partition left unjudged: a broker's load would cut it first
+# (`segment_facts.load_cut`), so its segments are not the ones a broker would judge
+LOAD_CUT = "load-cut"
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ class RetentionDecision:
 
     base_offset: int
     delete: bool
-    rule: str  # the rule that deletes it ("" when kept)
+    rule: str  # the rule that deletes it ("" when kept; LOAD_CUT: kept, the partition unjudged)
     reason: str
 
 
@@ -534,3 +539,20 @@ def delete_old_segments(log: PartitionLog, now_ms: int | None = None) -> list[in
     the victims to `.deleted` and advances its log start offset. Returns their base offsets."""
     victims = {d.base_offset for d in log_retention_decisions(log, now_ms) if d.delete}
     return log.delete_segments([s for s in log.segments if s.base_offset in victims])
+
+
+def unjudged_after_load_cut(
+    segments: Sequence[SegmentFacts], cut: SegmentFacts
+) -> list[RetentionDecision]:
+    """Every segment kept, for a partition a broker's load would cut at `cut` first (after an
+    unclean shutdown: a batch that fails its checks in a segment it recovers). The segments
+    after the cut are gone once a broker loads the dir, so judging the ones on disk could
+    delete an oldest segment by retention.bytes, or one that becomes the active segment, that a
+    broker keeps; rebuild-index --mode rebuild does the load's cut first."""
+    later = sum(1 for s in segments if s.base_offset > cut.base_offset)
+    reason = (
+        f"not judged: a broker's load recovers {log_file_name(cut.base_offset)} (no clean "
+        f"shutdown) and would cut it at position {cut.retained_bytes}, deleting the {later} "
+        "segments after it; run rebuild-index --mode rebuild first"
+    )
+    return [RetentionDecision(s.base_offset, False, LOAD_CUT, reason) for s in segments]

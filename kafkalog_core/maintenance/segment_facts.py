@@ -43,7 +43,14 @@ from kafkalog_core.log.names import (
 )
 from kafkalog_core.record.batch import NO_TIMESTAMP, BatchHeader, iter_batch_headers
 
-__all__ = ["BatchCallback", "SegmentFacts", "as_loaded", "read_segment_facts"]
+__all__ = [
+    "BatchCallback",
+    "SegmentFacts",
+    "as_loaded",
+    "load_cut",
+    "read_segment_facts",
+    "recovered_at_load",
+]
 
 TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 
@@ -110,18 +117,37 @@ class SegmentFacts:
         return self.size if self.valid_bytes is None else self.valid_bytes
 
 
-def as_loaded(segments: Sequence[SegmentFacts], recovery_point: int | None) -> list[SegmentFacts]:
-    """The segments as a broker's load leaves their time indexes: after an unclean shutdown
-    (`recovery_point` not None), recoverLog rebuilds them from the segment holding the
-    recovery point on. None: a clean shutdown, nothing rebuilt but a missing .index."""
+def recovered_at_load(bases: Sequence[int], recovery_point: int | None) -> list[bool]:
+    """Per segment (by ascending base offset), whether a broker's load recovers it: after an
+    unclean shutdown (`recovery_point` not None) recoverLog CRC-checks and re-indexes every
+    segment from the one holding the recovery point on. None: a clean shutdown, none."""
     if recovery_point is None:
-        return list(segments)
-    out = []
-    for k, seg in enumerate(segments):
-        upper = segments[k + 1].base_offset if k + 1 < len(segments) else None
-        recovered = upper is None or upper > recovery_point
-        out.append(replace(seg, rebuilt_at_load=True) if recovered else seg)
-    return out
+        return [False] * len(bases)
+    uppers = [*bases[1:], None]
+    return [upper is None or upper > recovery_point for upper in uppers]
+
+
+def as_loaded(segments: Sequence[SegmentFacts], recovery_point: int | None) -> list[SegmentFacts]:
+    """The segments as a broker's load leaves their time indexes: rebuilt for the segments it
+    recovers (`recovered_at_load`). None: a clean shutdown, nothing rebuilt but a missing
+    .index."""
+    recovered = recovered_at_load([s.base_offset for s in segments], recovery_point)
+    return [
+        replace(seg, rebuilt_at_load=True) if again else seg
+        for seg, again in zip(segments, recovered, strict=True)
+    ]
+
+
+def load_cut(segments: Sequence[SegmentFacts]) -> SegmentFacts | None:
+    """The first segment before the last that a broker's load would cut (recovered at load,
+    `as_loaded`, and read with `verify`: a batch that fails its CRC or header checks, or bytes
+    after the last whole batch), None if there is none. recoverLog truncates the log there and
+    deletes every later segment, so a job that judged the segments as they are on disk would
+    decide on records a broker no longer has."""
+    for seg in segments[:-1]:
+        if seg.rebuilt_at_load and (seg.corrupt_at is not None or seg.retained_bytes < seg.size):
+            return seg
+    return None
 
 
 def read_time_index_last(path: Path) -> int | None:

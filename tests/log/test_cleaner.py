@@ -19,6 +19,7 @@ import pytest
 from kafkalog_core import native
 from kafkalog_core.errors import LogSegmentOffsetOverflowError
 from kafkalog_core.log.names import log_file_name, segment_log_files
+from kafkalog_core.log.partition.partition_log import PartitionLog
 from kafkalog_core.maintenance.cleaner import (
     CLEANED,
     FINISHED,
@@ -27,6 +28,7 @@ from kafkalog_core.maintenance.cleaner import (
     UNCLEANABLE,
     WOULD_CLEAN,
     CleanerSettings,
+    RoundResult,
     clean_partition,
     group_segments,
 )
@@ -234,7 +236,6 @@ def test_a_full_map_ends_the_round_where_kafkas_would(tmp_path) -> None:
 
 
 def test_an_abort_marker_beyond_the_range_still_keeps_its_data_out_of_the_map(tmp_path) -> None:
-    from kafkalog_core.log.partition.partition_log import PartitionLog
     from kafkalog_core.record.control import ControlRecordType, build_end_txn_marker_batch
     from kafkalog_core.record.encoder import Record, build_batch
 
@@ -440,3 +441,40 @@ def test_an_error_mid_round_leaves_the_partition_dir_as_it_was(tmp_path, error) 
         result = clean_partition(d, COMPACT, NOW, apply=True, settings=SETTINGS, hook=hook)
         assert result.status == UNCLEANABLE and "injected" in result.reason
     assert files(d) == before
+
+
+def test_a_segment_a_brokers_load_would_cut_makes_the_partition_uncleanable(
+    tmp_path: Path,
+) -> None:
+    """After an unclean shutdown a broker's load CRC-checks the segments from the recovery
+    point on; a batch that fails there is cut with everything after it, later segments
+    included. A round on the files as they are would map those later records and drop the older
+    values of their keys, which the loaded log still needs: after a clean shutdown (nothing
+    recovered, and Kafka's cleaner checks no CRC) it cleans; recovered, it refuses, changing
+    nothing; with the recovery point past the damaged segment, it cleans again."""
+    source = changelog_partition(tmp_path / "source" / "t-0")
+    damaged = segment_log_files(source)[1]
+    data = bytearray(damaged.read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's records: its CRC fails, its header is fine
+    damaged.write_bytes(bytes(data))
+    cut_base = int(damaged.name[:20])
+    later = int(segment_log_files(source)[2].name[:20])
+
+    def round_on_copy(name: str, recovery_from: int | None) -> tuple[RoundResult, Path]:
+        d = tmp_path / name / "t-0"
+        shutil.copytree(source, d)
+        return clean_partition(d, COMPACT, NOW, recovery_from=recovery_from, apply=True), d
+
+    clean, _ = round_on_copy("clean", None)
+    assert clean.status == CLEANED
+    refused, d = round_on_copy("unclean", 0)
+    assert refused.status == UNCLEANABLE
+    assert f"{log_file_name(cut_base)}: a broker's load recovers it" in refused.reason
+    assert "would cut it at position 0, deleting the" in refused.reason
+    assert files(d) == files(source)
+    # the broker's load (kafkalog's loader, held to a live broker's) cuts exactly there
+    loaded = PartitionLog.open(d, COMPACT, recovery_point=0, had_clean_shutdown=False)
+    assert loaded.log_end_offset == cut_base
+    loaded.close()
+    past, _ = round_on_copy("past", later)
+    assert past.status == CLEANED

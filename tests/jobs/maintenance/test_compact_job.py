@@ -19,7 +19,7 @@ import jobs.compact as compact_job
 from jobs.maintenance.common import MaintenanceError
 from jobs.maintenance.report import read_report
 from kafkalog_core.log.checkpoints import read_cleaner_checkpoint
-from kafkalog_core.log.names import log_file_name, segment_log_files
+from kafkalog_core.log.names import CLEAN_SHUTDOWN_FILE, log_file_name, segment_log_files
 from kafkalog_core.maintenance.cleaner import CleanerSettings
 from kafkalog_core.record.decoder import decode_records
 from kafkalog_core.root.meta_area import compact_journal_path
@@ -161,6 +161,7 @@ def test_a_corrupt_partition_is_skipped_and_said_so(spark, log_dir: Path) -> Non
     data = bytearray(path.read_bytes())
     data[100] ^= 0xFF  # the second batch's length: a broker's cleaner fails on it too
     path.write_bytes(bytes(data))
+    (log_dir / CLEAN_SHUTDOWN_FILE).write_text("")  # else a broker's load would cut it first
     before = _files(log_dir / "changelog-1")
     result = _run(spark, log_dir, apply=True)
     rows = {r["partition"]: r for r in result.rows.to_pylist()}

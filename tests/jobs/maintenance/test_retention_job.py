@@ -360,3 +360,32 @@ def test_tiered_topics_need_the_upload_state_to_apply(spark, log_dir: Path, caps
     uploaded.write_text("events zero 9\n")
     assert retention_job.main([*args, "--uploaded-offsets", str(uploaded)]) == 1
     assert "line 1: expected '<topic> <partition> <offset>'" in capsys.readouterr().err
+
+
+def test_a_partition_a_brokers_load_would_cut_is_left_unjudged(spark, log_dir: Path) -> None:
+    """No clean shutdown and a recovery point at 0: a broker's load CRC-checks every segment of
+    events-0 and cuts the second where a batch fails, deleting the two after it; its retention
+    then judges what is left. The run judges and deletes nothing in that partition, says why in
+    one line per partition, and exits 1; the other partitions are judged as before."""
+    OffsetCheckpointFile(log_dir / "recovery-point-offset-checkpoint").write({("events", 0): 0})
+    damaged = sorted((log_dir / "events-0").glob("*.log"))[1]
+    data = bytearray(damaged.read_bytes())
+    data[70] ^= 0xFF  # inside the first batch's record: its CRC fails, its header is fine
+    damaged.write_bytes(bytes(data))
+    before = _checksums(log_dir / "events-0")
+    result = _run(spark, log_dir, apply=True)
+    rows = [r for r in result.rows.to_pylist() if r["topic"] == "events"]
+    zero = [r for r in rows if r["partition"] == 0]
+    assert {(r["action"], r["rule"]) for r in zero} == {("keep", "load-cut")}
+    assert f"{damaged.name} (no clean shutdown) and would cut it at position 0" in zero[0]["reason"]
+    assert "deleting the 2 segments after it" in zero[0]["reason"]
+    assert _checksums(log_dir / "events-0") == before
+    assert result.problems == 1
+    assert "1 partitions not judged, nothing deleted in them" in result.summary
+    assert "events-0: not judged: a broker's load recovers" in result.summary
+    # a clean shutdown recovers nothing: the same files are judged (and all 40-day-old: deleted)
+    (log_dir / ".kafka_cleanshutdown").write_text("")
+    again = _run(spark, log_dir, apply=True)
+    assert again.problems == 0
+    zero = [r for r in again.rows.to_pylist() if (r["topic"], r["partition"]) == ("events", 0)]
+    assert {r["action"] for r in zero} == {"delete"}
