@@ -4,7 +4,7 @@ rerun; the files must be those of one uninterrupted run.
 Not a test. Run from the repo root:
 
     .venv/bin/python bench/crash.py [--jobs rebuild,retention,compact,write,ingest-range-spark,...]
-        [--sample 8 | --all] [--seed 1]
+        [--sample 8 | --all] [--seed 1] [--forked] [--compare-steps]
 
 Jobs and cases (the tests' own: tests/jobs/maintenance/kill_cases.py, tests/datasource/
 write_driver.py, tests/jobs/ingest_helpers.py):
@@ -307,6 +307,47 @@ def run_job(
     return failed == 0
 
 
+def _step_names(job: Job, work: Path, forked: bool) -> list[str]:
+    """The steps of one uninterrupted run of `job`, without what differs between two runs: the
+    case's path, attempt numbers and the commit's attempt id."""
+    case = work / f"steps-{job.name}"
+    shutil.copytree(job.make(work / f"source-{job.name}"), case)
+    log = work / f"{job.name}.steps"
+    if not _killed(job, case, log, None, forked):
+        raise SystemExit(f"{job.name}: the uninterrupted run was killed")
+    return [
+        re.sub(r"attempt-\d+", "attempt-N", _same_step(step.replace(str(case), "CASE")))
+        for step in read_steps(log)
+    ]
+
+
+def compare_steps(spark, names: list[str], forked: bool) -> bool:
+    """Whether the jobs `names` take the same file-system steps in the same order (e.g. the
+    ingest with Spark's reader and with the arrow task reader): a kill before step N then finds
+    the same files whichever ran. Prints the steps only one of them takes."""
+    import difflib
+
+    with tempfile.TemporaryDirectory(prefix="kafkalog-crash-steps-") as tmp:
+        work = Path(tmp)
+        table = jobs(spark, work)
+        first, *others = [(n, _step_names(table[n], work, forked)) for n in names]
+    same = True
+    for name, steps in others:
+        diff = [
+            line
+            for line in difflib.unified_diff(first[1], steps, first[0], name, n=0, lineterm="")
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
+        print(
+            f"{first[0]}: {len(first[1])} steps; {name}: {len(steps)} steps; "
+            f"{len(diff)} steps differ"
+        )
+        for line in diff:
+            print(f"  {line}")
+        same &= not diff
+    return same
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", default=",".join(["rebuild", "retention", "compact", "write"]))
@@ -320,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
         "child without a JVM (tests/serial_spark.py: tasks one after another), killed there, "
         "not their Spark drivers; the ingest's Spark reader still runs its driver",
     )
+    parser.add_argument(
+        "--compare-steps",
+        action="store_true",
+        help="no kill: one uninterrupted run of each of --jobs, and the steps they do not share "
+        "(exit 1 when any)",
+    )
     args = parser.parse_args(argv)
 
     from tests.conftest import session_builder
@@ -328,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     ok = True
     try:
+        if args.compare_steps:
+            same = compare_steps(spark, args.jobs.split(","), args.forked)
+            print("crash: " + ("the same steps" if same else "different steps"))
+            return 0 if same else 1
         for name in args.jobs.split(","):
             with tempfile.TemporaryDirectory(prefix=f"kafkalog-crash-{name}-") as tmp:
                 job = jobs(spark, Path(tmp))[name]
