@@ -84,7 +84,6 @@ from kafkalog_core.log.names import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     check_quarantine_suffix,
     log_file_name,
-    offset_from_file_name,
     segment_log_files,
 )
 from kafkalog_core.maintenance.retention import (
@@ -103,12 +102,7 @@ from kafkalog_core.maintenance.retention import (
     truncate_leader_epochs_from_start,
     unjudged_after_load_cut,
 )
-from kafkalog_core.maintenance.segment_facts import (
-    as_loaded,
-    load_cut,
-    read_segment_facts,
-    recovered_at_load,
-)
+from kafkalog_core.maintenance.segment_facts import load_cut, read_as_loaded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -192,14 +186,7 @@ def _segment_rows(
     pdir: Path, unit: dict[str, Any], config: LogConfig, options: RetentionOptions
 ) -> tuple[list[dict[str, Any]], int]:
     """The segments' rows and the log start offset after their deletes."""
-    paths = segment_log_files(pdir)
-    recovery_from = unit.get("recovery_from")
-    # the segments a broker's load recovers are CRC-checked as it checks them
-    checked = recovered_at_load([offset_from_file_name(p.name) for p in paths], recovery_from)
-    facts = as_loaded(
-        [read_segment_facts(p, verify=again) for p, again in zip(paths, checked, strict=True)],
-        recovery_from,
-    )
+    facts = read_as_loaded(segment_log_files(pdir), unit.get("recovery_from"))
     if not facts:
         return [], unit["log_start_offset"]
     cut = load_cut(facts)

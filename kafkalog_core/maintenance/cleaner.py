@@ -433,7 +433,8 @@ def clean_partition(
         )
 
     producers = ProducerStateManager()
-    # no CRC check and no refusal yet: only a segment the round reads can make it fail
+    # no CRC check but the recovered segments' (Kafka's cleaner checks none; its log is the
+    # loaded one) and no refusal yet: only a segment the round reads can make it fail
     scan = scan_partition(pdir, strict=False, producers=producers, recovery_from=recovery_from)
     state = partition_cleaning_state(
         pdir,

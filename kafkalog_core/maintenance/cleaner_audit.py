@@ -25,17 +25,11 @@ from kafkalog_core.log.checkpoints import TopicPartition
 from kafkalog_core.log.index.txn_index import AbortedTxn
 from kafkalog_core.log.names import (
     log_file_name,
-    offset_from_file_name,
     segment_log_files,
 )
 from kafkalog_core.log.producer_state import ProducerStateManager
 from kafkalog_core.log.segment.scan import TxnTracker
-from kafkalog_core.maintenance.segment_facts import (
-    SegmentFacts,
-    as_loaded,
-    read_segment_facts,
-    recovered_at_load,
-)
+from kafkalog_core.maintenance.segment_facts import SegmentFacts, read_as_loaded
 from kafkalog_core.record.batch import (
     MAGIC_V2,
     BatchHeader,
@@ -121,14 +115,12 @@ def scan_partition(
                 marker = kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
                 producers.update(header, kind if header.is_control and marker else None)
 
-    paths = segment_log_files(partition_dir)
-    checked = recovered_at_load([offset_from_file_name(p.name) for p in paths], recovery_from)
-    segments = as_loaded(
-        [
-            read_segment_facts(path, verify=verify or again, strict=strict, on_batch=replay)
-            for path, again in zip(paths, checked, strict=True)
-        ],
+    segments = read_as_loaded(
+        segment_log_files(partition_dir),
         recovery_from,
+        verify=verify,
+        strict=strict,
+        on_batch=replay,
     )
     first_unstable = min(tracker.open_txns.values()) if tracker.open_txns else None
     return PartitionScan(tuple(segments), tuple(aborted), first_unstable)

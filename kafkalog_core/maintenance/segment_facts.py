@@ -48,6 +48,7 @@ __all__ = [
     "SegmentFacts",
     "as_loaded",
     "load_cut",
+    "read_as_loaded",
     "read_segment_facts",
     "recovered_at_load",
 ]
@@ -136,6 +137,26 @@ def as_loaded(segments: Sequence[SegmentFacts], recovery_point: int | None) -> l
         replace(seg, rebuilt_at_load=True) if again else seg
         for seg, again in zip(segments, recovered, strict=True)
     ]
+
+
+def read_as_loaded(
+    log_paths: Sequence[Path],
+    recovery_point: int | None,
+    *,
+    verify: bool = False,
+    strict: bool = False,
+    on_batch: BatchCallback | None = None,
+) -> list[SegmentFacts]:
+    """The facts of a partition's .log files (ascending base offsets), as a broker's load
+    judges them: the segments it recovers (`recovered_at_load`) CRC-checked as its recovery
+    checks them (`load_cut` then finds where it would cut), their time indexes rebuilt
+    (`as_loaded`). `verify`, `strict` and `on_batch` as for `read_segment_facts`."""
+    again = recovered_at_load([offset_from_file_name(p.name) for p in log_paths], recovery_point)
+    facts = [
+        read_segment_facts(path, verify=verify or check, strict=strict, on_batch=on_batch)
+        for path, check in zip(log_paths, again, strict=True)
+    ]
+    return as_loaded(facts, recovery_point)
 
 
 def load_cut(segments: Sequence[SegmentFacts]) -> SegmentFacts | None:
