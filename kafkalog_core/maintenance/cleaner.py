@@ -101,7 +101,7 @@ from kafkalog_core.maintenance.offset_map import (
     max_keys_for,
 )
 from kafkalog_core.maintenance.retention import purge_deleted_files
-from kafkalog_core.maintenance.segment_facts import load_cut
+from kafkalog_core.maintenance.segment_facts import load_cut, load_cut_outcome
 from kafkalog_core.record.batch import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
@@ -447,13 +447,11 @@ def clean_partition(
     )
     cut = load_cut(state.segments)
     if cut is not None:
-        later = sum(1 for x in state.segments if x.base_offset > cut.base_offset)
         return RoundResult(
             UNCLEANABLE,
             f"uncleanable: {pdir / log_file_name(cut.base_offset)}: a broker's load recovers "
-            f"it (no clean shutdown; recovery point {recovery_from}) and would cut it at "
-            f"position {cut.retained_bytes}, deleting the {later} segments after it; run "
-            "rebuild-index --mode rebuild first",
+            f"it (no clean shutdown; recovery point {recovery_from}) and "
+            + load_cut_outcome(state.segments, cut),
             state,
         )
     damaged = next((x for x in state.segments[:-1] if _damaged(x)), None)

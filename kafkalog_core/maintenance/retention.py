@@ -50,6 +50,7 @@ from kafkalog_core.maintenance.segment_facts import (
     FROM_MTIME,
     FROM_RECORDS,
     SegmentFacts,
+    load_cut_outcome,
     read_segment_facts,
 )
 
@@ -549,10 +550,8 @@ def unjudged_after_load_cut(
     after the cut are gone once a broker loads the dir, so judging the ones on disk could
     delete an oldest segment by retention.bytes, or one that becomes the active segment, that a
     broker keeps; rebuild-index --mode rebuild does the load's cut first."""
-    later = sum(1 for s in segments if s.base_offset > cut.base_offset)
     reason = (
         f"not judged: a broker's load recovers {log_file_name(cut.base_offset)} (no clean "
-        f"shutdown) and would cut it at position {cut.retained_bytes}, deleting the {later} "
-        "segments after it; run rebuild-index --mode rebuild first"
+        "shutdown) and " + load_cut_outcome(segments, cut)
     )
     return [RetentionDecision(s.base_offset, False, LOAD_CUT, reason) for s in segments]

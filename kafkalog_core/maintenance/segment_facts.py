@@ -48,6 +48,7 @@ __all__ = [
     "SegmentFacts",
     "as_loaded",
     "load_cut",
+    "load_cut_outcome",
     "read_as_loaded",
     "read_segment_facts",
     "recovered_at_load",
@@ -152,11 +153,14 @@ def read_as_loaded(
     checks them (`load_cut` then finds where it would cut), their time indexes rebuilt
     (`as_loaded`). `verify`, `strict` and `on_batch` as for `read_segment_facts`."""
     again = recovered_at_load([offset_from_file_name(p.name) for p in log_paths], recovery_point)
-    facts = [
+    facts = (
         read_segment_facts(path, verify=verify or check, strict=strict, on_batch=on_batch)
         for path, check in zip(log_paths, again, strict=True)
+    )
+    return [
+        replace(f, rebuilt_at_load=True) if check else f
+        for f, check in zip(facts, again, strict=True)
     ]
-    return as_loaded(facts, recovery_point)
 
 
 def load_cut(segments: Sequence[SegmentFacts]) -> SegmentFacts | None:
@@ -169,6 +173,16 @@ def load_cut(segments: Sequence[SegmentFacts]) -> SegmentFacts | None:
         if seg.rebuilt_at_load and (seg.corrupt_at is not None or seg.retained_bytes < seg.size):
             return seg
     return None
+
+
+def load_cut_outcome(segments: Sequence[SegmentFacts], cut: SegmentFacts) -> str:
+    """What a broker's load does at `load_cut`'s segment, and the way out, in words the jobs
+    that leave such a partition alone all print."""
+    later = sum(1 for s in segments if s.base_offset > cut.base_offset)
+    return (
+        f"would cut it at position {cut.retained_bytes}, deleting the {later} segments after "
+        "it; run rebuild-index --mode rebuild first"
+    )
 
 
 def read_time_index_last(path: Path) -> int | None:
