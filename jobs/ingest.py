@@ -83,7 +83,7 @@ from jobs.ingestion.tasks.arrow_range import (
     write_range_with_arrow,
 )
 from jobs.ingestion.tasks.arrow_tasks import write_with_arrow
-from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.planner import OnePassPlan, TopicPartition, partition_owners
 from jobs.ingestion.tasks.writer import (
     DEFAULT_BATCH_BYTES,
     PerTopic,
@@ -118,6 +118,12 @@ _MANIFEST_SCHEMA = "manifest string"
 # writer, so its segment count follows its bytes, not the splits; see jobs.ingestion.relayout.shares.)
 DIRECT_MAX_PARTITIONS = 256
 
+# direct_tasks auto takes `partitions` on at most this many task slots. Each partition-owning
+# task reads the whole source, so its time holds one whole read: with C slots it pays (C - 1)
+# reads more than the splits' layout, which pays the staged rows' write and read instead; that
+# wins here at C = 2 (docs/benchmarks.md) and loses as C grows.
+PARTITION_TASKS_MAX_SLOTS = 2
+
 
 @dataclass
 class IngestResult:
@@ -134,6 +140,7 @@ class IngestResult:
     summary: str = ""
     brief: str = ""  # the summary's first part: records, partitions and offsets, no internals
     write_mode: str = ""  # range | direct (see choose_write_mode); "" for a no-op
+    direct_tasks: str = ""  # splits | partitions: the arrow reader's direct layout, else ""
     task_reader: str = ""  # spark | arrow (see _arrow_read_plan); "" for a no-op
 
 
@@ -210,6 +217,63 @@ def write_mode_choice(
     )
 
 
+def direct_tasks_choice(
+    config: IngestConfig, slots: int, splits: int, encoded: bool
+) -> tuple[tuple[frozenset[TopicPartition], ...] | None, str]:
+    """(The partition-owning tasks' partitions, or None for a task per split; why) for the
+    arrow reader's direct mode (see `IngestConfig.direct_tasks`); the summary prints the why.
+
+    auto takes partition-owning tasks (each byte written once, no relayout) when the session
+    has at most `PARTITION_TASKS_MAX_SLOTS` task slots, there are several splits, the key and
+    value are plain columns (every owner task maps every row: a structured encoding would run
+    once per task) and the topics' partitions are known.
+    """
+    wanted = config.direct_tasks
+    if wanted == "splits":
+        return None, "output.direct_tasks is splits"
+    pairs = _reachable_pairs(config)
+    if pairs is None:
+        why = "topic_defaults reaches any number of partitions"
+        if wanted == "partitions":
+            raise ConfigError(f"output.direct_tasks=partitions needs known partitions: {why}")
+        return None, f"auto: splits, as {why}"
+    if wanted == "auto":
+        if slots > PARTITION_TASKS_MAX_SLOTS:
+            return None, (
+                f"auto: splits, as the session has {slots} task slots, more than "
+                f"{PARTITION_TASKS_MAX_SLOTS} (a partition-owning task reads the whole source)"
+            )
+        if splits <= 1:
+            return None, "auto: splits, as there is one input split (nothing to lay out)"
+        if encoded:
+            return None, (
+                "auto: splits, as the key or value is encoded from columns (each "
+                "partition-owning task would encode every row)"
+            )
+    owners = partition_owners(pairs, slots)
+    most = max(len(o) for o in owners)
+    return owners, (
+        f"{'auto' if wanted == 'auto' else 'output.direct_tasks is'}: partitions, "
+        f"{len(owners)} tasks each read the {splits} input splits and write up to {most} of the "
+        f"{len(pairs)} partitions whole (each byte written once, no relayout)"
+    )
+
+
+def _reachable_pairs(config: IngestConfig) -> list[TopicPartition] | None:
+    """Every (topic, partition) the mapping can write to (None: unbounded, via topic_defaults)."""
+    topic = config.mapping.topic
+    if topic.is_constant:
+        spec = config.topic(str(topic.name))
+        if spec is None:
+            return None
+        specs = [spec]
+    elif config.topic_defaults is not None:
+        return None
+    else:
+        specs = list(config.topics.values())
+    return [(s.name, p) for s in specs for p in range(s.partitions)]
+
+
 def _arrow_read_plan(
     spark: SparkSession, config: IngestConfig, source: SourceRead, tasks: int | None
 ) -> tuple[ArrowReadPlan | ArrowRangePlan | None, str]:
@@ -257,13 +321,8 @@ def _arrow_read_plan(
 
 def _reachable_partitions(config: IngestConfig) -> int | None:
     """How many partitions the mapping can write to (None: unbounded, via topic_defaults)."""
-    topic = config.mapping.topic
-    if topic.is_constant:
-        spec = config.topic(str(topic.name))
-        return None if spec is None else spec.partitions
-    if config.topic_defaults is not None:
-        return None
-    return sum(spec.partitions for spec in config.topics.values())
+    pairs = _reachable_pairs(config)
+    return None if pairs is None else len(pairs)
 
 
 def _spark_rows(
@@ -405,12 +464,26 @@ def run(
         starts: frozenset[int] = frozenset()  # OnePassPlan.partition_starts (Spark's range mode)
         # The arrow task reader, when it qualifies, needs no Spark plan of the rows at all.
         arrow, reader_why = _arrow_read_plan(spark, config, source, tasks)
+        owners: tuple[frozenset[TopicPartition], ...] | None = None
+        layout_why = ""  # the arrow reader's direct layout (direct_tasks_choice)
+        if config.direct_tasks == "partitions" and not isinstance(arrow, ArrowReadPlan):
+            raise ConfigError(
+                "output.direct_tasks=partitions needs the arrow task reader's direct mode; "
+                f"task reader: {reader_why}"
+            )
         if isinstance(arrow, ArrowRangePlan):
             reader = "arrow"
             mode, mode_why = write_mode_choice(config, tasks, len(arrow.read.tasks))
         elif arrow is not None:
             mode, reader = "direct", "arrow"
             mode_why = "the arrow task reader writes in the direct mode"
+            owners, layout_why = direct_tasks_choice(
+                config,
+                default_parallelism(spark),
+                len(arrow.tasks),
+                encoded=arrow.columns.key_encoding is not None
+                or arrow.columns.value_encoding is not None,
+            )
         else:
             reader = "spark"
             rows, rejects, (mode, mode_why), starts = _spark_rows(spark, config, source, tasks)
@@ -434,7 +507,7 @@ def run(
                 if isinstance(arrow, ArrowRangePlan):
                     manifests = write_range_with_arrow(spark, arrow, tasks, plan, settings)
                 elif arrow is not None:
-                    manifests = write_with_arrow(spark, arrow, plan, settings)
+                    manifests = write_with_arrow(spark, arrow, plan, settings, owners)
                 else:
                     assert rows is not None
                     manifests = _write(rows, plan, settings, mode, config)
@@ -480,6 +553,8 @@ def run(
     )
     summary += f"\n  {relaid.describe()}"
     summary += f"\n  write mode: {mode_why}\n  task reader: {reader_why}"
+    if layout_why:
+        summary += f"\n  direct tasks: {layout_why}"
     out(summary if details else brief)
     if rejected:
         out(f"kafkalog: {rejected} invalid rows written to {config.reject_path}")
@@ -495,6 +570,7 @@ def run(
         summary=summary,
         brief=brief,
         write_mode=mode,
+        direct_tasks="" if not layout_why else "splits" if owners is None else "partitions",
         task_reader=reader,
     )
 

@@ -58,17 +58,23 @@ def source(tmp_path_factory) -> dict:
 @pytest.mark.spark
 def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path, small_splits):
     """Both read Spark's file splits in Spark's order (not the files' path order): the same
-    records, partitions, checks, offsets and bytes."""
+    records, partitions, checks, offsets and bytes; the arrow reader's tasks per split (the
+    relayout after) and per group of partitions (each byte written once) alike."""
     arrow = _run(spark, _doc(source["path"], tmp_path / "a" / "logs", "arrow"))
+    splits_doc = _doc(source["path"], tmp_path / "t" / "logs", "arrow")
+    splits_doc["output"]["direct_tasks"] = "splits"
+    by_split = _run(spark, splits_doc)
     spark_doc = _doc(source["path"], tmp_path / "s" / "logs", "spark")
     spark_doc["output"]["write_mode"] = "direct"
     plain = _run(spark, spark_doc)
     assert (arrow.task_reader, arrow.write_mode) == ("arrow", "direct")
     loops = "C loops in every write task" if native.module else "no C loops in the write tasks"
     assert f"\n  written in the direct write mode, rows read by arrow, {loops}\n" in arrow.summary
-    assert arrow.summary.endswith(
-        "\n  task reader: arrow: local files, plain-column mappings, direct mode"
+    assert (
+        "\n  task reader: arrow: local files, plain-column mappings, direct mode\n"
+        "  direct tasks: auto: partitions, 2 tasks each read the" in arrow.summary
     )
+    assert arrow.direct_tasks == "partitions" and plain.direct_tasks == ""  # each byte once
     assert (plain.task_reader, plain.write_mode) == ("spark", "direct")
     assert arrow.records == plain.records == N
     in_spark_order, _ = spark_read_order(spark, source["path"], source["rows"])
@@ -76,11 +82,14 @@ def test_arrow_and_spark_readers_write_the_same_records(spark, source, tmp_path,
     expected = _no_headers(expected_records(in_spark_order, SOURCE_ORDER_PARTITIONS, in_order=True))
     assert read_root(tmp_path / "a" / "logs") == expected
     assert snapshot(tmp_path / "a" / "logs") == snapshot(tmp_path / "s" / "logs")
+    assert snapshot(tmp_path / "t" / "logs") == snapshot(tmp_path / "s" / "logs")
+    assert "segments: no partition had shares to lay out" in arrow.summary
     # many tasks (2000-byte splits) wrote shares of every partition; laid out as one writer,
     # each partition is one segment (far below segment.bytes)
-    shares = re.search(r"the relayout encoded (\d+) staged record shares", arrow.summary)
+    shares = re.search(r"the relayout encoded (\d+) staged record shares", by_split.summary)
     assert shares is not None and int(shares.group(1)) > 3
-    assert ": 3 partitions, 3 segments" in arrow.summary
+    assert ": 3 partitions, 3 segments" in by_split.summary
+    assert "direct tasks: output.direct_tasks is splits" in by_split.summary
     for partition in range(3):
         pdir = tmp_path / "a" / "logs" / f"events-{partition}"
         names = sorted(p.name for p in pdir.glob("*.log"))

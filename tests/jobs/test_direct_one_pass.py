@@ -75,6 +75,7 @@ def _doc(src: Path, root: Path, reader: str) -> dict:
     del doc["mapping"]["headers"]  # the arrow reader's mappings
     doc["source"]["task_reader"] = reader
     doc["output"]["write_mode"] = "direct"
+    doc["output"]["direct_tasks"] = "splits"  # a task per split: later shares staged as records
     return doc
 
 

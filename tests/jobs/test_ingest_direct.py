@@ -1,5 +1,6 @@
 """The direct write mode (no shuffle): same records and offsets as the range mode, one range per
-input split and partition, incremental runs, a killed task, and how `auto` chooses."""
+input split and partition, incremental runs, a killed task, and how `auto` chooses the mode and
+the arrow reader's tasks (per split, or per group of partitions)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ingest import choose_write_mode, run, write_mode_choice
+from jobs.ingest import choose_write_mode, direct_tasks_choice, run, write_mode_choice
 from jobs.ingestion.config.ingest_config import IngestConfig
 from jobs.ingestion.run.history import IngestHistory
+from jobs.ingestion.tasks.planner import partition_owners
 from kafkalog_core.errors import ConfigError, KafkaLogError
 from tests.jobs.ingest_helpers import (
     SOURCE_ORDER_PARTITIONS,
@@ -28,15 +30,21 @@ N_A, N_B = 600, 300
 
 
 def _config(
-    path: Path, root: Path, mode: str = "auto", task_reader: str = "auto", **kw
+    path: Path,
+    root: Path,
+    mode: str = "auto",
+    task_reader: str = "auto",
+    direct_tasks: str = "auto",
+    **kw,
 ) -> IngestConfig:
     doc = source_order_doc(path, root, task_reader, **kw)
     doc["output"]["write_mode"] = mode
+    doc["output"]["direct_tasks"] = direct_tasks
     return IngestConfig.from_dict(doc)
 
 
-def _run(spark, path, root, run_id, mode="auto", task_reader="auto", **kw):
-    config = _config(path, root, mode, task_reader)
+def _run(spark, path, root, run_id, mode="auto", task_reader="auto", direct_tasks="auto", **kw):
+    config = _config(path, root, mode, task_reader, direct_tasks)
     return run(spark, config, run_id=run_id, out=lambda _: None, **kw)
 
 
@@ -51,7 +59,10 @@ def test_direct_writes_the_records_and_offsets_of_the_range_mode(spark, sources,
     roots, results = {}, {}
     for mode in ("direct", "range", "auto"):
         roots[mode] = tmp_path / mode / "logs"
-        results[mode] = result = _run(spark, sources["path_a"], roots[mode], f"r-{mode}", mode)
+        splits = {"direct_tasks": "splits"} if mode == "direct" else {}  # the relayout's way
+        results[mode] = result = _run(
+            spark, sources["path_a"], roots[mode], f"r-{mode}", mode, **splits
+        )
         assert result.status == "committed" and result.records == N_A
         assert result.write_mode == ("range" if mode == "range" else "direct")
     ordered, starts = spark_read_order(spark, sources["path_a"], sources["a"])
@@ -156,3 +167,99 @@ def test_write_mode_errors_are_one_clear_line(tmp_path):
         _plain_config(tmp_path, "direct", ordering=["event_time"])
     with pytest.raises(ConfigError, match="--tasks 4 applies to output.write_mode=range"):
         choose_write_mode(_plain_config(tmp_path, "direct"), 4, 1)
+
+
+@pytest.mark.spark
+def test_partition_tasks_asked_of_spark_s_reader_are_one_clear_line(spark, sources, tmp_path):
+    root = tmp_path / "logs"
+    with pytest.raises(ConfigError) as refused:
+        _run(spark, sources["path_a"], root, "x", "direct", "spark", "partitions")
+    assert str(refused.value) == (
+        "output.direct_tasks=partitions needs the arrow task reader's direct mode; "
+        "task reader: source.task_reader is spark"
+    )
+    assert not list(root.glob("events-*"))  # nothing published (a next run drops the staging)
+
+
+def _tasks_config(tmp_path: Path, direct_tasks: str = "auto", **doc_changes) -> IngestConfig:
+    doc = source_order_doc(tmp_path / "src", tmp_path / "logs")
+    doc["output"]["direct_tasks"] = direct_tasks
+    doc.update(doc_changes)
+    return IngestConfig.from_dict(doc)
+
+
+def test_partition_owners_deal_every_partition_to_one_task():
+    pairs = [("b", 1), ("a", 2), ("a", 0), ("b", 0), ("a", 1)]
+    owners = partition_owners(pairs, 2)
+    assert owners == (
+        frozenset({("a", 0), ("a", 2), ("b", 1)}),
+        frozenset({("a", 1), ("b", 0)}),
+    )
+    assert partition_owners(pairs[:1], 8) == (frozenset({("b", 1)}),)  # never an idle task
+    many = partition_owners([("t", p) for p in range(1000)], 3)
+    assert sorted(p for o in many for _, p in o) == list(range(1000))
+    assert [len(o) for o in many] == [334, 333, 333]
+
+
+def test_auto_says_which_direct_tasks_and_why(tmp_path):
+    """Partition-owning tasks (each byte written once) on at most two task slots, several
+    splits and plain columns; a task per split otherwise, each reason in the summary."""
+    config = _tasks_config(tmp_path)
+    owners, why = direct_tasks_choice(config, 2, 8, encoded=False)
+    assert owners == partition_owners([("events", p) for p in range(3)], 2)
+    assert why == (
+        "auto: partitions, 2 tasks each read the 8 input splits and write up to 2 of the 3 "
+        "partitions whole (each byte written once, no relayout)"
+    )
+    assert direct_tasks_choice(config, 4, 8, encoded=False) == (
+        None,
+        "auto: splits, as the session has 4 task slots, more than 2 (a partition-owning task "
+        "reads the whole source)",
+    )
+    assert direct_tasks_choice(config, 2, 1, encoded=False) == (
+        None,
+        "auto: splits, as there is one input split (nothing to lay out)",
+    )
+    assert direct_tasks_choice(config, 1, 8, encoded=True)[1].startswith(
+        "auto: splits, as the key or value is encoded from columns"
+    )
+    defaults = _tasks_config(
+        tmp_path,
+        mapping={
+            **source_order_doc(tmp_path / "src", tmp_path)["mapping"],
+            "topic": {"column": "kind"},
+        },
+        topic_defaults={"partitions": 2},
+    )
+    assert direct_tasks_choice(defaults, 2, 8, encoded=False) == (
+        None,
+        "auto: splits, as topic_defaults reaches any number of partitions",
+    )
+    # asked for: taken whatever the slots, splits or encoding (one task per partition at most)
+    wanted = _tasks_config(tmp_path, "partitions")
+    owners, why = direct_tasks_choice(wanted, 16, 1, encoded=True)
+    assert len(owners) == 3 and why.startswith("output.direct_tasks is: partitions, 3 tasks")
+    assert direct_tasks_choice(_tasks_config(tmp_path, "splits"), 2, 8, encoded=False) == (
+        None,
+        "output.direct_tasks is splits",
+    )
+
+
+def test_direct_tasks_errors_are_one_clear_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"output.direct_tasks='fast' is invalid: must be one"):
+        _tasks_config(tmp_path, "fast")
+    with pytest.raises(
+        ConfigError, match="direct_tasks=partitions applies to the direct mode, not output.write"
+    ):
+        _tasks_config(
+            tmp_path, output={"root": "x", "write_mode": "range", "direct_tasks": "partitions"}
+        )
+    base = source_order_doc(tmp_path / "src", tmp_path / "logs")
+    defaults = _tasks_config(
+        tmp_path,
+        "partitions",
+        mapping={**base["mapping"], "topic": {"column": "kind"}},
+        topic_defaults={"partitions": 2},
+    )
+    with pytest.raises(ConfigError, match="partitions needs known partitions: topic_defaults"):
+        direct_tasks_choice(defaults, 2, 8, encoded=False)

@@ -240,7 +240,7 @@ def test_jobs_grouped_per_core_by_staged_bytes():
 
 
 # --- through the ingest job --------------------------------------------------------------------
-def _config(src: Path, root: Path, mode: str) -> IngestConfig:
+def _config(src: Path, root: Path, mode: str, direct_tasks: str = "splits") -> IngestConfig:
     doc = config_doc(
         src, root, topics=TOPICS, ordering="source" if mode == "direct" else ("event_time", "id")
     )
@@ -248,6 +248,7 @@ def _config(src: Path, root: Path, mode: str) -> IngestConfig:
     if mode == "direct":  # the arrow reader: files in name order, whatever the split count
         del doc["mapping"]["headers"]
         doc["source"]["task_reader"] = "arrow"
+        doc["output"]["direct_tasks"] = direct_tasks  # splits: the relayout's way
     return IngestConfig.from_dict(doc)
 
 
@@ -264,7 +265,8 @@ def test_direct_one_split_and_many_give_one_writers_bytes(spark, tmp_path, small
     """One file of 12 row groups (a split each, each holding a share of every partition) gives
     the bytes of one file read whole; 8 files in many splits give the records in Spark's source
     order (its splits by size, not file name: the order depends on the split size, so only the
-    records are compared there); the segment bound holds."""
+    records are compared there); the segment bound holds. Tasks that each own partitions and
+    read every split (`direct_tasks: partitions`, no relayout) give the relayout's bytes."""
     rows = source_rows(1200, seed=21)
     one, groups, files = tmp_path / "src-one", tmp_path / "src-row-groups", tmp_path / "src-files"
     write_parquet(one, rows, files=1)
@@ -273,11 +275,12 @@ def test_direct_one_split_and_many_give_one_writers_bytes(spark, tmp_path, small
     pq.write_table(table, groups / "part-000.parquet", row_group_size=100)
     write_parquet(files, rows, files=8)
     roots = {}
-    for way, src in (("one", one), ("row-groups", groups), ("files", files)):
+    ways = [("one", one), ("row-groups", groups), ("files", files), ("owners", files)]
+    for way, src in ways:
         roots[way] = root = tmp_path / f"out-{way}" / "logs"
         result = ingest.run(
             spark,
-            _config(src, root, "direct"),
+            _config(src, root, "direct", "partitions" if way == "owners" else "splits"),
             run_id="r",
             batch_bytes=BATCH_BYTES,
             now_ms=NOW,
@@ -290,9 +293,13 @@ def test_direct_one_split_and_many_give_one_writers_bytes(spark, tmp_path, small
             assert count <= bound, pdir
         if way in ("row-groups", "files"):
             assert "the relayout encoded" in result.summary and "3 partitions" in result.summary
+        if way == "owners":
+            assert result.direct_tasks == "partitions"
+            assert "segments: no partition had shares to lay out" in result.summary
         expected = expected_records(ordered, {"events": 3}, in_order=True)
         assert read_root(root) == [(t, p, o, k, v, [], ts) for t, p, o, k, v, _, ts in expected]
     assert snapshot(roots["row-groups"]) == snapshot(roots["one"])
+    assert snapshot(roots["owners"]) == snapshot(roots["files"])
 
 
 @pytest.mark.spark

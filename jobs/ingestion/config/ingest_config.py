@@ -10,7 +10,8 @@ File layout (Kafka's names wherever Kafka has one; see conf/ingest-*.yaml):
 
     run_id: null                    # usually --run-id from the scheduler
     source: {format: delta, path: ..., version: ..., since_version: ..., changes: cdf, ...}
-    output: {root: <log dir>, reject_path: null, write_mode: auto|range|direct}
+    output: {root: <log dir>, reject_path: null, write_mode: auto|range|direct,
+             direct_tasks: auto|splits|partitions}
     topics: {<name>: {partitions: 6, topic_id: <22 chars>, config: {cleanup.policy: compact}}}
     topic_defaults: {partitions: 3, config: {...}}   # optional, for topic values not listed
     mapping:
@@ -74,6 +75,7 @@ __all__ = [
 ]
 
 WRITE_MODES = ("auto", "range", "direct")
+DIRECT_TASKS = ("auto", "splits", "partitions")
 _RUN_ID = re.compile(r"[^\s/\\]{1,200}")
 
 
@@ -94,6 +96,10 @@ class IngestConfig:
     # direct: no shuffle, each input split writes its share (source order only); auto: see
     # jobs.ingest.choose_write_mode
     write_mode: str = "auto"
+    # the direct mode's tasks with the arrow reader: splits (a task per input split, the
+    # relayout after) or partitions (a task per group of partitions, each reading every split);
+    # auto: see jobs.ingest.direct_tasks_choice
+    direct_tasks: str = "auto"
 
     def topic(self, name: str) -> TopicSpec | None:
         """The spec for a topic value: listed, else from topic_defaults, else None."""
@@ -122,7 +128,7 @@ class IngestConfig:
             raise ConfigError("source is required (format and path or table)")
         source = SourceSpec.from_dict(raw["source"], "source")
         output = as_mapping(raw.get("output"), "output")
-        only_known(output, ("root", "reject_path", "write_mode"), "output")
+        only_known(output, ("root", "reject_path", "write_mode", "direct_tasks"), "output")
         if output.get("root") is None:
             raise ConfigError("output.root is required (the Kafka log dir to write)")
         root = non_empty_text(str(output["root"]), "output.root")
@@ -132,6 +138,16 @@ class IngestConfig:
         if write_mode not in WRITE_MODES:
             raise invalid(
                 "output.write_mode", write_mode, f"must be one of {', '.join(WRITE_MODES)}"
+            )
+        direct_tasks = str(output.get("direct_tasks", "auto"))
+        if direct_tasks not in DIRECT_TASKS:
+            raise invalid(
+                "output.direct_tasks", direct_tasks, f"must be one of {', '.join(DIRECT_TASKS)}"
+            )
+        if direct_tasks != "auto" and write_mode == "range":
+            raise ConfigError(
+                f"output.direct_tasks={direct_tasks} applies to the direct mode, not "
+                "output.write_mode=range"
             )
 
         topics_raw = as_mapping(raw.get("topics"), "topics")
@@ -181,6 +197,7 @@ class IngestConfig:
             run_id,
             config_path,
             write_mode,
+            direct_tasks,
         )
         config._check_rules()
         return config

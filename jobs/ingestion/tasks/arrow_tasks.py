@@ -1,17 +1,29 @@
-"""The arrow reader's write pass as a Spark job: Spark schedules the tasks, each reads its files
+"""The arrow reader's write pass as a Spark job: Spark schedules the tasks, each reads files
 with pyarrow (`arrow_reader`) and hands the mapped batches to the direct-mode writer.
+
+Two layouts of the tasks (`direct_tasks`, chosen by `jobs.ingest.direct_tasks_choice`):
+- splits: a task per input split, each writing its share of every partition; the shares after
+  a partition's first are staged as rows and the relayout encodes them (each byte written
+  twice, the source read once);
+- partitions: a task per group of partitions (`partition_owners`), each reading every split in
+  source order and writing its partitions whole, as one writer (each byte written once, the
+  source read once per task; no relayout).
 
 Its own module so that reading the source knows nothing of writing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from jobs.ingestion.source.arrow_reader import ArrowReadPlan, mapped_batches
 from jobs.ingestion.source.fs import install
 from jobs.ingestion.staging.task_staging import TaskManifest
-from jobs.ingestion.tasks.planner import OnePassPlan
+from jobs.ingestion.tasks.planner import OnePassPlan, TopicPartition
 from jobs.ingestion.tasks.writer import WriterSettings, write_task_direct
 from jobs.spark.tasks import run_tasks, task_attempt
 
@@ -22,17 +34,42 @@ __all__ = ["write_with_arrow"]
 
 
 def write_with_arrow(
-    spark: SparkSession, read: ArrowReadPlan, plan: OnePassPlan, settings: WriterSettings
+    spark: SparkSession,
+    read: ArrowReadPlan,
+    plan: OnePassPlan,
+    settings: WriterSettings,
+    owners: Sequence[frozenset[TopicPartition]] | None = None,
 ) -> list[TaskManifest]:
-    """The one pass: every task maps its files and hands them to `write_task_direct` (task 0
-    writes in place, the others stage their shares as records: the driver places them and the
-    relayout encodes them)."""
+    """The one pass. Without `owners` every task maps its split and hands it to
+    `write_task_direct` (task 0 writes in place, the others stage their shares as records: the
+    driver places them and the relayout encodes them). With `owners` task k reads every split
+    and writes the partitions `owners[k]` holds, each in place from its log end offset."""
+    if owners is None:
 
-    def write_fn(i: int):
+        def write_fn(i: int):
+            install(read.resolvers)
+            batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
+            for manifest in write_task_direct(batches, i, task_attempt(), plan, settings):
+                yield manifest.to_json()
+
+        rows = run_tasks(spark, len(read.tasks), write_fn)
+        return [TaskManifest.from_json(r) for r in rows]
+
+    # no task holds another's partition: every owner task starts each partition it writes
+    whole = replace(plan, partition_starts=frozenset(range(len(owners))))
+
+    def owner_fn(k: int):
         install(read.resolvers)
-        batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
-        for manifest in write_task_direct(batches, i, task_attempt(), plan, settings):
+        batches = every_split(read)
+        for manifest in write_task_direct(batches, k, task_attempt(), whole, settings, owners[k]):
             yield manifest.to_json()
 
-    rows = run_tasks(spark, len(read.tasks), write_fn)
+    rows = run_tasks(spark, len(owners), owner_fn)
     return [TaskManifest.from_json(r) for r in rows]
+
+
+def every_split(read: ArrowReadPlan) -> Iterator[pa.RecordBatch]:
+    """Every split's mapped records in split order: the source order, each row numbered as
+    its split's own task numbers it (so checks name the same rows in either layout)."""
+    for index, split in enumerate(read.tasks):
+        yield from mapped_batches(split, index, read.columns, read.rules)

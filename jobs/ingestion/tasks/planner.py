@@ -15,7 +15,7 @@ the rules are unit-tested on their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 TopicPartition = tuple[str, int]
@@ -112,3 +112,15 @@ class OnePassPlan:
     def may_be_continued(self, task_index: int) -> bool:
         """Whether the next task's first partition may continue this task's last one."""
         return task_index + 1 not in self.partition_starts
+
+
+def partition_owners(
+    pairs: Collection[TopicPartition], tasks: int
+) -> tuple[frozenset[TopicPartition], ...]:
+    """The partitions each of at most `tasks` partition-owning tasks writes (the direct mode's
+    `direct_tasks: partitions`): the sorted pairs dealt out in turn. No partition's size is
+    known before the read; murmur2 spreads keys evenly, and a hot partition is one writer's
+    work in any layout (the relayout also gives each partition to one task)."""
+    ordered = sorted(pairs)
+    count = max(1, min(tasks, len(ordered)))
+    return tuple(frozenset(ordered[k::count]) for k in range(count))

@@ -531,6 +531,7 @@ def write_task_direct(
     attempt_id: str,
     plan: Mapping[tuple[int, str, int], RangeAssignment] | OnePassPlan,
     settings: WriterSettings,
+    owned: Collection[tuple[str, int]] | None = None,
 ) -> Iterator[TaskManifest]:
     """The direct write (no shuffle): this task's rows in source order, any partition anywhere.
 
@@ -542,6 +543,10 @@ def write_task_direct(
     a `OnePassPlan` every partition of a task after the first may continue earlier tasks'
     shares, so each counts as the task's first: task 0 writes in place (keeping each share's
     carry), the others stage their rows as records.
+
+    `owned` (the partition-owning layout, `partition_owners`): the task reads every split and
+    writes only these partitions, each whole, so its plan starts each in place and no later
+    task continues it (no carry); the other partitions' rows are skipped without a copy.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -552,11 +557,13 @@ def write_task_direct(
         records = batch.select(columns)  # only what is written is copied into groups
         payload = _cumulative_payload(records, order)
         for topic, partition, start, stop in groups:
+            if owned is not None and (topic, partition) not in owned:
+                continue  # another task's partition
             writer = writers.get((topic, partition))
             if writer is None:
                 key = (task_index, topic, partition)
                 writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
-                if isinstance(writer, RangeWriter):
+                if isinstance(writer, RangeWriter) and owned is None:
                     writer.keep_carry = True  # any later split may continue it
                 writers[(topic, partition)] = writer
                 _share_budget(writers.values(), settings.chunk_bytes)
