@@ -25,7 +25,9 @@ How a run goes (every step before "publish" touches only the run's staging area)
    partition may continue earlier tasks' ranges; direct: every partition of a task after the
    first may. With the arrow task reader (`jobs.ingestion.source.arrow_reader`: Parquet paths and
    tables, delta-rs files, local or on a store pyarrow opens, plain-column mappings) the tasks
-   read the files themselves with pyarrow, as Spark's own splits (`arrow_splits`); in the range
+   read the files themselves with pyarrow, as Spark's own splits (`arrow_splits`), or, on a
+   session of few task slots, a task per group of partitions reading every split and writing its
+   partitions whole, so nothing is staged as rows (`direct_tasks_choice`); in the range
    mode with a plain-column ordering they sort runs into the run's staging instead of Spark's
    shuffle and the write tasks read their ranges from them (`arrow_range`).
 5. The driver gives the staged shares their offsets in task order (`commit.place_ranges`).

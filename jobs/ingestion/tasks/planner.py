@@ -9,8 +9,10 @@ earlier ones. Either way (`OnePassPlan`) a share that surely starts the partitio
 place from its log end offset; every other share is staged provisionally from offset 0 (range
 index = task index) and the driver places them in task order at commit
 (`commit.place_ranges`). A share that may continue an earlier task's (range index > 0) is staged
-as records, not segments (`RangeAssignment.continues_share`). Nothing here touches Spark, so
-the rules are unit-tested on their own.
+as records, not segments (`RangeAssignment.continues_share`). The arrow reader's
+partition-owning tasks (`partition_owners`) each read every split and hold whole partitions, so
+every share of theirs starts its partition. Nothing here touches Spark, so the rules are
+unit-tested on their own.
 """
 
 from __future__ import annotations
