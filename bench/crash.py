@@ -80,7 +80,15 @@ from tests.killer import (  # noqa: E402
     snapshot,
 )
 
-INGEST_MODES = ("range-spark", "range-arrow", "direct-spark", "direct-arrow")
+# write mode - task reader [- the arrow reader's direct_tasks when not auto: partitions on the
+# kill runs' one task slot]
+INGEST_MODES = (
+    "range-spark",
+    "range-arrow",
+    "direct-spark",
+    "direct-arrow",
+    "direct-arrow-splits",
+)
 INGEST_ROWS = 120
 INGEST_NOW = "2024-06-01T00:00:00Z"  # the run's start time, as a scheduler would fix it
 
@@ -120,9 +128,9 @@ def _write_base(spark) -> Callable[[Path], Path]:
 
 def _ingest_doc(source: Path, logs: Path, mode: str) -> dict:
     """The ingest config of run w0 or w1 (`source`: its Parquet dir) in `mode` (write mode,
-    task reader)."""
-    write_mode, reader = mode.split("-")
-    return kill_case_doc(source, logs, write_mode, reader, segment_bytes=4096)
+    task reader[, direct tasks])."""
+    write_mode, reader, *direct_tasks = mode.split("-")
+    return kill_case_doc(source, logs, write_mode, reader, 4096, *direct_tasks)
 
 
 def _ingest(mode: str, sources: Path, spark) -> Job:
@@ -173,7 +181,7 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
             INGEST_NOW,
         ]
 
-    arrow = mode.endswith("arrow")  # the arrow task reader runs without a JVM (SerialSpark)
+    arrow = "-arrow" in mode  # the arrow task reader runs without a JVM (SerialSpark)
     return Job(
         f"ingest-{mode}",
         make,

@@ -310,17 +310,25 @@ HISTORY_FILES = r"/ingest-history/"  # the Delta history, compared by rows, not 
 
 
 def kill_case_doc(
-    source: Path, logs: Path, write_mode: str, reader: str, segment_bytes: int
+    source: Path,
+    logs: Path,
+    write_mode: str,
+    reader: str,
+    segment_bytes: int,
+    direct_tasks: str = "auto",
 ) -> dict:
     """The ingest config of a kill case's run (`source`: its Parquet dir): 3 partitions of
     small segments, in `write_mode` (range: ordering [event_time, id]; direct: the source's)
-    with the task `reader`, plain columns only (the arrow reader's)."""
+    with the task `reader` and the arrow reader's `direct_tasks`, plain columns only (the arrow
+    reader's)."""
     ordering = ("event_time", "id") if write_mode == "range" else "source"
     topics = {"events": {"partitions": 3, "config": {"segment.bytes": segment_bytes}}}
     doc = config_doc(source, logs, topics=topics, ordering=ordering)
     del doc["mapping"]["headers"]  # the arrow reader takes plain columns only
     doc["source"]["task_reader"] = reader
     doc["output"]["write_mode"] = write_mode
+    if direct_tasks != "auto":
+        doc["output"]["direct_tasks"] = direct_tasks
     return doc
 
 

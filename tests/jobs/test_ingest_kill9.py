@@ -1,5 +1,7 @@
-"""kill -9 of the ingest job (arrow task reader, both write modes) at file-system steps spread
-over a whole run, then a rerun: the log dir and its meta area hold one uninterrupted run's files.
+"""kill -9 of the ingest job (arrow task reader, both write modes; the direct mode's tasks per
+group of partitions, what auto takes on one task slot, and per split, with the relayout after)
+at file-system steps spread over a whole run, then a rerun: the log dir and its meta area hold
+one uninterrupted run's files.
 
 The job runs whole in a forked child without a JVM (`tests.serial_spark.SerialSpark`: its
 tasks one after another) that SIGKILLs itself before its Nth step (tests/killer.py). The
@@ -36,7 +38,8 @@ KILLS = 4  # kill points per mode, evenly spread over the run's steps
 
 
 def _doc(source: Path, logs: Path, mode: str) -> dict:
-    return kill_case_doc(source, logs, mode, "arrow", segment_bytes=2048)
+    write_mode, _, direct_tasks = mode.partition("-")
+    return kill_case_doc(source, logs, write_mode, "arrow", 2048, direct_tasks or "auto")
 
 
 def _run(case: Path, tasks: int | None, after: int | None) -> tuple[bool, list[str]]:
@@ -56,7 +59,7 @@ def _run(case: Path, tasks: int | None, after: int | None) -> tuple[bool, list[s
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("mode", ["direct", "range"])
+@pytest.mark.parametrize("mode", ["direct", "direct-splits", "range"])
 def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode):
     rows = source_rows(2 * ROWS)
     sources = {r: tmp_path / r for r in ("w0", "w1")}
