@@ -66,6 +66,7 @@ from tests.datasource import write_driver  # noqa: E402
 from tests.jobs.ingest_helpers import (  # noqa: E402
     HISTORY_FILES,
     SERIAL_PRELOAD,
+    SMALL_SPLIT_BYTES,
     ingest_serially,
     kill_case_doc,
     source_rows,
@@ -171,6 +172,8 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
             "./spark-submit.sh",
             "--master",
             "local[1]",
+            "--conf",
+            f"spark.sql.files.maxPartitionBytes={SMALL_SPLIT_BYTES}",  # a split per file
             "ingest",
             "--config",
             str(file),
@@ -380,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.conftest import session_builder
 
     spark = session_builder("kafkalog-crash-bench").getOrCreate()
+    # the killed runs' splits (the source order depends on them), for the reference runs too
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(SMALL_SPLIT_BYTES))
     spark.sparkContext.setLogLevel("ERROR")
     ok = True
     try:

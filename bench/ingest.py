@@ -16,14 +16,17 @@ pyarrow as `--files` snappy Parquet files. Both sides read exactly these files:
   partitions (murmur2 of the key, as the Java producer), default topic configs (segment.bytes
   1 GiB, uncompressed, CreateTime from `ts`), ordering = source, 1 MiB batches, once per
   `--modes`: `arrow` (output.write_mode direct with source.task_reader arrow: Spark schedules
-  tasks that read the Parquet files with pyarrow; what `auto` picks here), `direct` (no shuffle,
-  rows read by Spark and shipped to Python with mapInArrow), `range` (Spark's range partitioning
-  + sort) and `range-arrow` (the range mode with the arrow reader: sorted runs exchanged through
-  the run's staging instead of Spark's shuffle, `jobs.ingestion.tasks.arrow_range`). This includes everything a real run does: mapping + per-row checks, the one write
-  pass (encode, PartitionLog, fsync, CRC-32C manifests; no mode counts rows first), the
-  driver's placing of the shares staged provisionally (the `place` lap), the relayout of
-  partitions staged in several shares (one Spark task each: the shares laid out as one writer)
-  and the atomic publish.
+  tasks that read the Parquet files with pyarrow; what `auto` picks here, with direct_tasks
+  auto: on local[2] a task per group of partitions, each reading every file and writing its
+  partitions whole, each byte once), `arrow-splits` (the same with a task per input split and
+  the relayout after), `direct` (no shuffle, rows read by Spark and shipped to Python with
+  mapInArrow), `range` (Spark's range partitioning + sort) and `range-arrow` (the range mode
+  with the arrow reader: sorted runs exchanged through the run's staging instead of Spark's
+  shuffle, `jobs.ingestion.tasks.arrow_range`). This includes everything a real run does:
+  mapping + per-row checks, the one write pass (encode, PartitionLog, fsync, CRC-32C
+  manifests; no mode counts rows first), the driver's placing of the shares staged
+  provisionally (the `place` lap), the relayout of partitions staged in several shares (one
+  Spark task each: the shares laid out as one writer) and the atomic publish.
 
 Prints a table (rows, seconds, rows/s, MB/s of record payload = rows x 124 B, output size, peak
 RSS of the JVM, the Python driver and the Python workers: bench/rss.py) and the ratio
@@ -105,12 +108,13 @@ def make_source(path: Path, rows: int, files: int, seed: int = 7) -> Path:
     return path
 
 
-# --modes name -> (output.write_mode, source.task_reader)
+# --modes name -> (output.write_mode, source.task_reader, output.direct_tasks)
 MODES = {
-    "arrow": ("direct", "arrow"),
-    "direct": ("direct", "spark"),
-    "range": ("range", "spark"),
-    "range-arrow": ("range", "arrow"),
+    "arrow": ("direct", "arrow", "auto"),
+    "arrow-splits": ("direct", "arrow", "splits"),
+    "direct": ("direct", "spark", "auto"),
+    "range": ("range", "spark", "auto"),
+    "range-arrow": ("range", "arrow", "auto"),
 }
 
 
@@ -120,13 +124,13 @@ CODECS = ("producer", "uncompressed", "lz4", "snappy", "zstd", "gzip")
 
 
 def ingest_config(src: Path, root: Path, mode: str = "arrow", codec: str = "producer") -> dict:
-    write_mode, reader = MODES[mode]
+    write_mode, reader, direct_tasks = MODES[mode]
     topic: dict = {"partitions": PARTITIONS}
     if codec != "producer":
         topic["config"] = {"compression.type": codec}
     return {
         "source": {"format": "parquet", "path": str(src), "task_reader": reader},
-        "output": {"root": str(root), "write_mode": write_mode},
+        "output": {"root": str(root), "write_mode": write_mode, "direct_tasks": direct_tasks},
         "topics": {TOPIC: topic},
         "mapping": {
             "topic": TOPIC,
@@ -288,6 +292,7 @@ def run_master(args, master: str, src: Path, warm: Path, events: Path | None) ->
                         {
                             "mode": result.write_mode,
                             "reader": result.task_reader,
+                            "direct_tasks": result.direct_tasks,
                             **result.timings_ms,
                         }
                     )

@@ -96,7 +96,12 @@ class _Reader:
 
 
 class _Conf:
-    _settings = {"spark.master": "local[1]", "spark.sql.session.timeZone": "UTC"}
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self._settings = {
+            "spark.master": "local[1]",
+            "spark.sql.session.timeZone": "UTC",
+            **(settings or {}),
+        }
 
     def get(self, key: str, default: Any = _UNSET) -> Any:
         if key in self._settings:
@@ -110,7 +115,8 @@ class SerialSpark:
     """Stands in for the `spark` argument of a maintenance job's or an arrow-read ingest's
     `run`."""
 
-    conf = _Conf()
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.conf = _Conf(settings)  # a session's settings, as `spark.conf.get` answers
 
     @property
     def read(self) -> _Reader:

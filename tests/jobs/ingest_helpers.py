@@ -332,9 +332,16 @@ def kill_case_doc(
     return doc
 
 
+# spark.sql.files.maxPartitionBytes of the `small_splits` fixture and the kill cases' runs: a
+# split per (few KB) test file, so a run has several tasks and the direct mode's layouts differ
+# (on one task slot Spark packs two such files into one split by default)
+SMALL_SPLIT_BYTES = 2000
+
+
 def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) -> None:
-    """The ingest job's run of a YAML config without a JVM (`tests.serial_spark.SerialSpark`):
-    the arrow task reader of a Parquet source only. For kill tests' forked runs."""
+    """The ingest job's run of a YAML config without a JVM (`tests.serial_spark.SerialSpark`,
+    with `SMALL_SPLIT_BYTES`, as the kill cases' references): the arrow task reader of a Parquet source only.
+    For kill tests' forked runs."""
     import yaml
 
     from jobs.ingest import run
@@ -344,7 +351,7 @@ def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) 
 
     doc = yaml.safe_load(Path(config_file).read_text())
     run(
-        SerialSpark(),  # type: ignore[arg-type]
+        SerialSpark({"spark.sql.files.maxPartitionBytes": str(SMALL_SPLIT_BYTES)}),  # type: ignore[arg-type]
         IngestConfig.from_dict(doc),
         run_id=run_id,
         tasks=tasks,

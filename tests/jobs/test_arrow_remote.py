@@ -95,9 +95,7 @@ def test_file_uris_read_through_pyarrow_give_the_plain_path_bytes(
     _with_files(monkeypatch, _plain)
     plain = _run(spark, _doc(src, tmp_path / "p" / "logs"))
     assert uris.task_reader == plain.task_reader == "arrow"
-    assert uris.summary.endswith(
-        "task reader: auto: local files, plain-column mappings, direct mode"
-    )
+    assert "task reader: auto: local files, plain-column mappings, direct mode\n" in uris.summary
     by_uri, by_path = (_paths(p) for p in planned)
     assert len(by_uri) == 3 and all(p.startswith("file:/") for p in by_uri)
     assert [_plain(p) for p in by_uri] == by_path  # Spark's splits, either way named
@@ -154,18 +152,19 @@ def test_tasks_read_through_the_file_system_the_scheme_resolves_to(
     _with_files(monkeypatch, lambda f: by_name[Path(_plain(f)).name])
     stored = _run(spark, _doc(local, tmp_path / "s" / "logs"))
     assert stored.task_reader == plain.task_reader == "arrow"
-    assert stored.summary.endswith(
+    assert (
         f"task reader: auto: files on py::{SCHEME} through pyarrow, plain-column mappings, "
-        "direct mode"
+        "direct mode\n" in stored.summary
     )
     assert snapshot(tmp_path / "s" / "logs") == snapshot(tmp_path / "p" / "logs")
     # the driver read the footers, and Spark's Python workers (other processes, which got the
-    # resolver with the plan) opened every file once: the one write pass
+    # resolver with the plan) opened every file once per write task: the one write pass, whose
+    # two tasks (direct_tasks auto on local[2]) each own partitions and read every file
     opens = resolver.opens()
     keys = sorted(f"bucket/events/{name}" for name in by_name)
     assert sorted({path for pid, path in opens if pid == os.getpid()}) == keys
     in_tasks = sorted(path for pid, path in opens if pid != os.getpid())
-    assert in_tasks == keys
+    assert stored.direct_tasks == "partitions" and in_tasks == sorted(keys * 2)
 
 
 def test_planning_and_the_task_functions_read_through_a_stand_in_store(tmp_path, monkeypatch):

@@ -60,7 +60,7 @@ def _run(case: Path, tasks: int | None, after: int | None) -> tuple[bool, list[s
 
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", ["direct", "direct-splits", "range"])
-def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode):
+def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode, small_splits):
     rows = source_rows(2 * ROWS)
     sources = {r: tmp_path / r for r in ("w0", "w1")}
     write_parquet(sources["w0"], rows[:ROWS], files=2)
@@ -97,6 +97,9 @@ def test_ingest_killed_at_steps_reruns_to_one_runs_files(spark, tmp_path, mode):
     finished, steps = _run(counted, tasks, None)
     assert finished and differences(snapshot(counted / "logs", HISTORY_FILES), want) == []
     assert len(steps) > 50
+    if mode.startswith("direct"):  # two splits: laid out again only with a task per split
+        relaid = any("/relayout-" in step for step in steps)
+        assert relaid == (mode == "direct-splits"), steps
     for k in range(0, len(steps), -(-len(steps) // KILLS)):
         case = copy(f"kill-{k}")
         finished, done = _run(case, tasks, k)
