@@ -200,8 +200,16 @@ def format_summary(record: Mapping[str, Any]) -> str:
     parts = record.get("partitions") or {}
     if isinstance(parts, str):
         parts = json.loads(parts)
+    # The run's own laps, not finished - started: its start time is the first attempt's clock
+    # or a pinned --now, which may be years before (a backfill) or a killed attempt's.
+    timings = record.get("timings") or {}
+    if isinstance(timings, str):
+        timings = json.loads(timings)
     started, finished = record.get("started_at"), record.get("finished_at")
-    took = f"{(finished - started).total_seconds():.1f}s" if started and finished else "?"
+    if timings:
+        took = f"{sum(timings.values()) / 1000:.1f}s"
+    else:
+        took = f"{(finished - started).total_seconds():.1f}s" if started and finished else "?"
     lines = [
         f"run {record.get('run_id')}: {record.get('status')}, {record.get('rows')} records "
         f"from {record.get('source')}@{record.get('source_version')} into "
