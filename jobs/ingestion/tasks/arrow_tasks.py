@@ -15,7 +15,6 @@ Its own module so that reading the source knows nothing of writing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -44,27 +43,17 @@ def write_with_arrow(
     `write_task_direct` (task 0 writes in place, the others stage their shares as records: the
     driver places them and the relayout encodes them). With `owners` task k reads every split
     and writes the partitions `owners[k]` holds, each in place from its log end offset."""
-    if owners is None:
 
-        def write_fn(i: int):
-            install(read.resolvers)
-            batches = mapped_batches(read.tasks[i], i, read.columns, read.rules)
-            for manifest in write_task_direct(batches, i, task_attempt(), plan, settings):
-                yield manifest.to_json()
-
-        rows = run_tasks(spark, len(read.tasks), write_fn)
-        return [TaskManifest.from_json(r) for r in rows]
-
-    # no task holds another's partition: every owner task starts each partition it writes
-    whole = replace(plan, partition_starts=frozenset(range(len(owners))))
-
-    def owner_fn(k: int):
+    def write_fn(i: int):
         install(read.resolvers)
-        batches = every_split(read)
-        for manifest in write_task_direct(batches, k, task_attempt(), whole, settings, owners[k]):
+        if owners is None:
+            batches, owned = mapped_batches(read.tasks[i], i, read.columns, read.rules), None
+        else:
+            batches, owned = every_split(read), owners[i]
+        for manifest in write_task_direct(batches, i, task_attempt(), plan, settings, owned):
             yield manifest.to_json()
 
-    rows = run_tasks(spark, len(owners), owner_fn)
+    rows = run_tasks(spark, len(read.tasks) if owners is None else len(owners), write_fn)
     return [TaskManifest.from_json(r) for r in rows]
 
 

@@ -545,8 +545,9 @@ def write_task_direct(
     carry), the others stage their rows as records.
 
     `owned` (the partition-owning layout, `partition_owners`): the task reads every split and
-    writes only these partitions, each whole, so its plan starts each in place and no later
-    task continues it (no carry); the other partitions' rows are skipped without a copy.
+    writes only these partitions, each whole, so none continues an earlier task's share (the
+    plan starts each in place) and no later task continues it (no carry); the other
+    partitions' rows are skipped without a copy.
     """
     task_key = f"task-{task_index}"
     staging = task_staging_dir(settings.output_root, settings.run_id, task_key, attempt_id)
@@ -562,7 +563,9 @@ def write_task_direct(
             writer = writers.get((topic, partition))
             if writer is None:
                 key = (task_index, topic, partition)
-                writer = _range_writer(plan, key, settings, staging, attempt_id, first_in_task=True)
+                writer = _range_writer(
+                    plan, key, settings, staging, attempt_id, first_in_task=owned is None
+                )
                 if isinstance(writer, RangeWriter) and owned is None:
                     writer.keep_carry = True  # any later split may continue it
                 writers[(topic, partition)] = writer
