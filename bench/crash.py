@@ -173,7 +173,7 @@ def _ingest(mode: str, sources: Path, spark) -> Job:
             "--master",
             "local[1]",
             "--conf",
-            f"spark.sql.files.maxPartitionBytes={SMALL_SPLIT_BYTES}",  # a split per file
+            f"spark.sql.files.maxPartitionBytes={SMALL_SPLIT_BYTES}",  # several splits
             "ingest",
             "--config",
             str(file),

@@ -340,8 +340,8 @@ SMALL_SPLIT_BYTES = 2000
 
 def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) -> None:
     """The ingest job's run of a YAML config without a JVM (`tests.serial_spark.SerialSpark`,
-    with `SMALL_SPLIT_BYTES`, as the kill cases' references): the arrow task reader of a Parquet source only.
-    For kill tests' forked runs."""
+    with `SMALL_SPLIT_BYTES`, as the kill cases' references): the arrow task reader of a
+    Parquet source only. For kill tests' forked runs."""
     import yaml
 
     from jobs.ingest import run
@@ -350,8 +350,9 @@ def ingest_serially(config_file: str, run_id: str, tasks: int | None, now: str) 
     from tests.serial_spark import SerialSpark
 
     doc = yaml.safe_load(Path(config_file).read_text())
+    spark = SerialSpark({"spark.sql.files.maxPartitionBytes": str(SMALL_SPLIT_BYTES)})
     run(
-        SerialSpark({"spark.sql.files.maxPartitionBytes": str(SMALL_SPLIT_BYTES)}),  # type: ignore[arg-type]
+        spark,  # type: ignore[arg-type]
         IngestConfig.from_dict(doc),
         run_id=run_id,
         tasks=tasks,
